@@ -1,0 +1,177 @@
+// Package store keeps taskbridge's durable records: legacy sessions, task records and the
+// input requests relayed for them. One interface, two implementations: SQLite (embedded,
+// the default, one replica) and PostgreSQL (several replicas).
+//
+// Concurrency contract: every method is safe for concurrent use by many goroutines and,
+// for PostgreSQL, by many processes. Task updates are compare-and-swap on Task.Version, so
+// two replicas racing on one record never lose a write silently: the loser gets ErrConflict,
+// re-reads and decides again.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+var (
+	// ErrNotFound is returned when no record matches.
+	ErrNotFound = errors.New("store: not found")
+	// ErrConflict is returned by UpdateTask when the stored version moved on, and by
+	// CreateTask when the id or the (owner, idempotency key) pair is already taken.
+	ErrConflict = errors.New("store: conflict")
+)
+
+// Status is the task status as shown to legacy (2025-11-25) clients.
+type Status string
+
+// The 2025-11-25 statuses.
+const (
+	StatusWorking       Status = "working"
+	StatusInputRequired Status = "input_required"
+	StatusCompleted     Status = "completed"
+	StatusFailed        Status = "failed"
+	StatusCancelled     Status = "cancelled"
+)
+
+// Terminal reports whether s never changes again.
+func (s Status) Terminal() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
+}
+
+// Outcome is what really happened to the operation, kept apart from the protocol status:
+// a task cancelled at the client's request may still have completed upstream.
+type Outcome string
+
+// Operation outcomes.
+const (
+	OutcomePending   Outcome = "pending"
+	OutcomeSucceeded Outcome = "succeeded"
+	OutcomeFailed    Outcome = "failed"
+	OutcomeCancelled Outcome = "cancelled"
+	OutcomeUnknown   Outcome = "unknown"
+)
+
+// Mode says who runs the task.
+type Mode string
+
+// Task modes.
+const (
+	ModeTranslate Mode = "translate" // an upstream SEP-2663 task, translated
+	ModeHost      Mode = "host"      // a bridge-hosted task around a synchronous upstream call
+	ModeComplete  Mode = "complete"  // the upstream answered synchronously; the record holds the result
+)
+
+// Task is one task record. Times are stored with millisecond precision, in UTC.
+type Task struct {
+	ID             string // bridge-minted, random, >= 128 bits; never the upstream's id
+	Owner          string // principal, or "session:<id>" without authentication
+	SessionID      string // legacy session that created it
+	RequestID      string // raw JSON-RPC id of the creating request (idempotency within a session)
+	IdempotencyKey string // optional, unique per Owner
+	Origin         string // upstream identity (URL or command)
+	UpstreamTaskID string // empty until the upstream answered
+	Mode           Mode
+	Tool           string
+	ArgsHash       string // hex sha-256 of the arguments; arguments themselves are never stored
+	Status         Status
+	StatusMessage  string
+	CreatedAt      time.Time
+	LastUpdatedAt  time.Time
+	TTLMs          *int64 // nil: unlimited
+	PollIntervalMs int64  // what legacy clients are told
+	UpstreamPollMs int64  // what the upstream asked for (0 if unknown)
+	// Result is the CallToolResult to hand out from tasks/result (set when completed, or
+	// when failed through a tool error with isError:true).
+	Result json.RawMessage
+	// Error is the JSON-RPC error object ({code,message,data}) when failed by an error.
+	Error         json.RawMessage
+	Outcome       Outcome
+	OutcomeDetail string
+	ProgressToken json.RawMessage // from the creating request's _meta, if any
+	// Version is incremented by every successful UpdateTask; callers pass back the version
+	// they read.
+	Version int64
+}
+
+// ExpiresAt returns when the task's ttl runs out, and false for an unlimited ttl.
+func (t *Task) ExpiresAt() (time.Time, bool) {
+	if t.TTLMs == nil {
+		return time.Time{}, false
+	}
+	return t.CreatedAt.Add(time.Duration(*t.TTLMs) * time.Millisecond), true
+}
+
+// Session is a legacy (2025-11-25 and older) client session opened by initialize.
+type Session struct {
+	ID                 string
+	ProtocolVersion    string
+	ClientInfo         json.RawMessage // {"name","version",...} as sent
+	ClientCapabilities json.RawMessage
+	Principal          string // "" without authentication
+	CreatedAt          time.Time
+	LastSeenAt         time.Time
+	Closed             bool
+}
+
+// Input is one input request an upstream task is waiting on, and its relay state.
+type Input struct {
+	TaskID string
+	Key    string          // the upstream inputRequests key
+	Method string          // elicitation/create, sampling/createMessage, roots/list
+	Params json.RawMessage // as sent to the legacy client (bridge ids, related-task _meta)
+	// RequestID is the JSON-RPC id the bridge issued when it delivered the request ("" until
+	// delivered). Unique across the store: a client's answer is matched by it alone.
+	RequestID   string
+	DeliveredAt *time.Time
+	Response    json.RawMessage // the client's result object, once answered
+	AnsweredAt  *time.Time
+	ForwardedAt *time.Time // when the answer went upstream in tasks/update
+}
+
+// Cursor is a keyset position in a newest-first task listing.
+type Cursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// Store is the durable record keeper. See the package comment for the concurrency contract.
+type Store interface {
+	CreateSession(ctx context.Context, s *Session) error
+	GetSession(ctx context.Context, id string) (*Session, error)
+	TouchSession(ctx context.Context, id string, at time.Time) error
+	CloseSession(ctx context.Context, id string) error
+
+	// CreateTask inserts t with Version 1. ErrConflict when the id, or the non-empty
+	// (Owner, IdempotencyKey) pair, exists already.
+	CreateTask(ctx context.Context, t *Task) error
+	GetTask(ctx context.Context, id string) (*Task, error)
+	// FindTaskByRequest finds the task created by request id requestID in a session.
+	FindTaskByRequest(ctx context.Context, sessionID, requestID string) (*Task, error)
+	FindTaskByIdempotencyKey(ctx context.Context, owner, key string) (*Task, error)
+	// UpdateTask writes every mutable field of t if the stored Version equals t.Version,
+	// then sets t.Version to the new version. Otherwise ErrConflict and nothing changes.
+	UpdateTask(ctx context.Context, t *Task) error
+	// ListTasks returns up to limit tasks of owner, newest first (CreatedAt desc, ID desc),
+	// strictly after the cursor when it is non-nil.
+	ListTasks(ctx context.Context, owner string, after *Cursor, limit int) ([]*Task, error)
+	// ListActive returns every non-terminal task (for resuming after a restart).
+	ListActive(ctx context.Context) ([]*Task, error)
+
+	// PutInputs inserts the inputs that do not exist yet (by TaskID, Key); existing ones
+	// are left untouched.
+	PutInputs(ctx context.Context, in []Input) error
+	ListInputs(ctx context.Context, taskID string) ([]Input, error)
+	// MarkInputDelivered records a delivery under a fresh bridge-issued request id.
+	MarkInputDelivered(ctx context.Context, taskID, key, requestID string, at time.Time) error
+	FindInputByRequestID(ctx context.Context, requestID string) (*Input, error)
+	// AnswerInput stores the first answer for (taskID, key) and reports first=true; later
+	// answers are dropped and report first=false.
+	AnswerInput(ctx context.Context, taskID, key string, resp json.RawMessage, at time.Time) (first bool, err error)
+	MarkInputForwarded(ctx context.Context, taskID, key string, at time.Time) error
+
+	// Ping checks the store is reachable.
+	Ping(ctx context.Context) error
+	Close() error
+}
