@@ -1,0 +1,385 @@
+#!/usr/bin/env node
+// legacy-server.mjs: an MCP 2025-11-25 *experimental Tasks* server built on the real
+// TypeScript SDK v1 (@modelcontextprotocol/sdk@1.32.2): McpServer + StreamableHTTPServerTransport
+// (stateful sessions), InMemoryTaskStore + InMemoryTaskMessageQueue.
+//
+// Used by taskbridge's interop tests as a legacy (2025-11-25) upstream, and to prove
+// legacy-client.mjs right.
+//
+//   node legacy-server.mjs [--port N] [--host 127.0.0.1]
+//
+// First stdout line: `listening http://127.0.0.1:PORT/mcp`. Everything else goes to stderr.
+// GET /stats -> {"greet":1,"slow_compute":2,...} (executions per tool); DELETE /stats resets.
+// GET /healthz -> "ok".
+import http from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { InMemoryTaskStore, InMemoryTaskMessageQueue } from '@modelcontextprotocol/sdk/experimental/tasks';
+import { ElicitResultSchema, McpError, ErrorCode, isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+
+const POLL_INTERVAL = 200;
+const DEFAULT_TTL = 300000;
+
+function argValue(name, dflt) {
+    const i = process.argv.indexOf(name);
+    return i >= 0 && i + 1 < process.argv.length ? process.argv[i + 1] : dflt;
+}
+const port = Number(argValue('--port', '0'));
+const host = argValue('--host', '127.0.0.1');
+const log = (...a) => console.error('[legacy-server]', ...a);
+
+// ---------------------------------------------------------------------------
+// Task store: the SDK's InMemoryTaskStore plus two fixture hooks.
+//  - statusMessage for terminal results (storeTaskResult cannot set one itself), so a
+//    `failed` task carries its diagnostics in tasks/get (TS v1 clients never call
+//    tasks/result on failed, quirk 2).
+//  - a JSON-RPC error as the task's outcome: getTaskResult throws the stored McpError, and
+//    the SDK's tasks/result handler turns that into the same JSON-RPC error response, which
+//    is what the 2025-11-25 spec asks for (the stock store can only hold results).
+// ---------------------------------------------------------------------------
+class FixtureTaskStore extends InMemoryTaskStore {
+    constructor() {
+        super();
+        this.pendingStatusMessage = new Map();
+        this.errors = new Map();
+    }
+    async storeTaskResult(taskId, status, result, sessionId) {
+        await super.storeTaskResult(taskId, status, result, sessionId);
+        const msg = this.pendingStatusMessage.get(taskId);
+        this.pendingStatusMessage.delete(taskId);
+        const stored = this.tasks.get(taskId);
+        if (msg && stored) stored.task.statusMessage = msg;
+    }
+    async getTaskResult(taskId, sessionId) {
+        const err = this.errors.get(taskId);
+        if (err && (await this.getTask(taskId, sessionId))) throw err;
+        return super.getTaskResult(taskId, sessionId);
+    }
+}
+
+const taskStore = new FixtureTaskStore();
+const taskMessageQueue = new InMemoryTaskMessageQueue();
+const stats = {};
+const count = name => {
+    stats[name] = (stats[name] ?? 0) + 1;
+};
+
+const sleep = ms => new Promise(r => setTimeout(r, ms));
+
+async function isCancelled(taskId) {
+    const t = await taskStore.getTask(taskId);
+    return !t || t.status === 'cancelled';
+}
+
+// Sleep `seconds`, waking every 100ms to notice a cancel. Returns false when cancelled.
+async function sleepUnlessCancelled(taskId, seconds) {
+    const end = Date.now() + Math.max(0, seconds) * 1000;
+    while (Date.now() < end) {
+        if (await isCancelled(taskId)) return false;
+        await sleep(Math.min(100, end - Date.now()));
+    }
+    return !(await isCancelled(taskId));
+}
+
+// Store a result unless the task went terminal meanwhile (e.g. cancelled).
+async function finish(extra, taskId, status, result, statusMessage) {
+    if (await isCancelled(taskId)) return;
+    if (statusMessage) taskStore.pendingStatusMessage.set(taskId, statusMessage);
+    try {
+        await extra.taskStore.storeTaskResult(taskId, status, result);
+    } catch (e) {
+        // The store is written before the status notification is sent, so this is usually
+        // only "Not connected" (the client's session is gone); the result is kept.
+        taskStore.pendingStatusMessage.delete(taskId);
+        log(`storeTaskResult(${taskId}): ${e.message}`);
+    }
+}
+
+async function createFixtureTask(name, extra) {
+    count(name);
+    return extra.taskStore.createTask({ ttl: extra.taskRequestedTtl ?? DEFAULT_TTL, pollInterval: POLL_INTERVAL });
+}
+
+// Background work runs detached from the tools/call request.
+function runDetached(taskId, fn) {
+    fn().catch(e => log(`task ${taskId} work crashed: ${e?.stack ?? e}`));
+}
+
+const taskGetters = {
+    getTask: async (_args, extra) => extra.taskStore.getTask(extra.taskId),
+    getTaskResult: async (_args, extra) => extra.taskStore.getTaskResult(extra.taskId)
+};
+
+function computeTool(name, support, defaultSeconds, description) {
+    return [
+        name,
+        {
+            description,
+            inputSchema: { seconds: z.number().default(defaultSeconds), label: z.string().optional() },
+            execution: { taskSupport: support }
+        },
+        {
+            createTask: async ({ seconds }, extra) => {
+                const task = await createFixtureTask(name, extra);
+                runDetached(task.taskId, async () => {
+                    if (!(await sleepUnlessCancelled(task.taskId, seconds))) return;
+                    await finish(extra, task.taskId, 'completed', {
+                        content: [{ type: 'text', text: `${name} done after ${seconds}s: 42` }],
+                        structuredContent: { answer: 42 }
+                    });
+                });
+                return { task };
+            },
+            ...taskGetters
+        }
+    ];
+}
+
+function createServer() {
+    const server = new McpServer(
+        { name: 'legacy-fixture-server', version: '0.2.0' },
+        {
+            capabilities: {
+                tools: { listChanged: true },
+                tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } }
+            },
+            taskStore,
+            taskMessageQueue,
+            instructions: 'taskbridge legacy fixture (2025-11-25 experimental tasks)'
+        }
+    );
+
+    server.registerTool(
+        'greet',
+        {
+            description: 'sync greeting',
+            inputSchema: { name: z.string() },
+            annotations: { readOnlyHint: true }
+        },
+        async ({ name }) => {
+            count('greet');
+            return { content: [{ type: 'text', text: `Hello, ${name}!` }] };
+        }
+    );
+
+    server.experimental.tasks.registerToolTask(
+        ...computeTool('slow_compute', 'optional', 2, 'Sleeps `seconds` then returns 42 (taskSupport optional)')
+    );
+    server.experimental.tasks.registerToolTask(
+        ...computeTool('long_job', 'required', 3, 'Sleeps `seconds` then returns 42 (taskSupport required)')
+    );
+
+    server.experimental.tasks.registerToolTask(
+        'failing_job',
+        {
+            description: 'Tool error after `seconds`: task failed, tasks/result = CallToolResult isError:true',
+            inputSchema: { seconds: z.number().default(1) },
+            execution: { taskSupport: 'optional' }
+        },
+        {
+            createTask: async ({ seconds }, extra) => {
+                const task = await createFixtureTask('failing_job', extra);
+                runDetached(task.taskId, async () => {
+                    if (!(await sleepUnlessCancelled(task.taskId, seconds))) return;
+                    await finish(
+                        extra,
+                        task.taskId,
+                        'failed',
+                        { content: [{ type: 'text', text: 'failing_job: simulated tool failure' }], isError: true },
+                        'Tool execution failed: failing_job: simulated tool failure'
+                    );
+                });
+                return { task };
+            },
+            ...taskGetters
+        }
+    );
+
+    server.experimental.tasks.registerToolTask(
+        'protocol_error_job',
+        {
+            description: 'Task whose work throws an McpError: task failed, tasks/result = that JSON-RPC error',
+            inputSchema: {
+                seconds: z.number().default(1),
+                code: z.number().int().default(ErrorCode.InternalError),
+                message: z.string().default('protocol_error_job: simulated internal failure')
+            },
+            execution: { taskSupport: 'optional' }
+        },
+        {
+            createTask: async ({ seconds, code, message }, extra) => {
+                const task = await createFixtureTask('protocol_error_job', extra);
+                runDetached(task.taskId, async () => {
+                    if (!(await sleepUnlessCancelled(task.taskId, seconds))) return;
+                    try {
+                        throw new McpError(code, message, { fixture: 'protocol_error_job' });
+                    } catch (err) {
+                        taskStore.errors.set(task.taskId, err);
+                        // The store needs *some* result object; tasks/result never returns it
+                        // because getTaskResult throws `err` for this task.
+                        await finish(extra, task.taskId, 'failed', { content: [] }, `Request failed: ${err.message}`);
+                    }
+                });
+                return { task };
+            },
+            ...taskGetters
+        }
+    );
+
+    server.experimental.tasks.registerToolTask(
+        'confirm_delete',
+        {
+            description: 'Asks for confirmation via elicitation inside the task (taskSupport required)',
+            inputSchema: { filename: z.string() },
+            execution: { taskSupport: 'required' }
+        },
+        {
+            createTask: async ({ filename }, extra) => {
+                const task = await createFixtureTask('confirm_delete', extra);
+                const taskId = task.taskId;
+                runDetached(taskId, async () => {
+                    await sleep(100);
+                    if (await isCancelled(taskId)) return;
+                    const message = `Delete ${filename}?`;
+                    await extra.taskStore.updateTaskStatus(taskId, 'input_required', message);
+                    let answer;
+                    try {
+                        // relatedTask => the SDK queues the request for delivery on tasks/result
+                        // (and adds params._meta["io.modelcontextprotocol/related-task"]).
+                        answer = await extra.sendRequest(
+                            {
+                                method: 'elicitation/create',
+                                params: {
+                                    mode: 'form',
+                                    message,
+                                    requestedSchema: {
+                                        type: 'object',
+                                        properties: { confirm: { type: 'boolean', description: 'confirm deletion' } },
+                                        required: ['confirm']
+                                    }
+                                }
+                            },
+                            ElicitResultSchema,
+                            { relatedTask: { taskId }, timeout: 600000 }
+                        );
+                    } catch (e) {
+                        log(`confirm_delete elicitation failed: ${e.message}`);
+                        await finish(extra, taskId, 'failed', {
+                            content: [{ type: 'text', text: `Elicitation failed: ${e.message}` }],
+                            isError: true
+                        }, `Elicitation failed: ${e.message}`);
+                        return;
+                    }
+                    if (await isCancelled(taskId)) return;
+                    try {
+                        await extra.taskStore.updateTaskStatus(taskId, 'working');
+                    } catch {
+                        return;
+                    }
+                    const ok = answer.action === 'accept' && answer.content?.confirm === true;
+                    await finish(extra, taskId, 'completed', {
+                        content: [{ type: 'text', text: `${ok ? 'Deleted' : 'Kept'} ${filename}` }]
+                    });
+                });
+                return { task };
+            },
+            ...taskGetters
+        }
+    );
+
+    return server;
+}
+
+// ---------------------------------------------------------------------------
+// HTTP: one MCP endpoint (/mcp), stateful sessions (one McpServer per session; the task
+// store and message queue are shared, the store scopes tasks by session id).
+// ---------------------------------------------------------------------------
+const transports = new Map();
+
+function readBody(req) {
+    return new Promise((resolve, reject) => {
+        const chunks = [];
+        req.on('data', c => chunks.push(c));
+        req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+        req.on('error', reject);
+    });
+}
+
+function jsonError(res, status, code, message) {
+    res.writeHead(status, { 'Content-Type': 'application/json' });
+    res.end(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
+}
+
+const httpServer = http.createServer(async (req, res) => {
+    try {
+        const url = new URL(req.url, 'http://localhost');
+        if (url.pathname === '/stats') {
+            if (req.method === 'DELETE') for (const k of Object.keys(stats)) delete stats[k];
+            res.writeHead(200, { 'Content-Type': 'application/json' });
+            res.end(JSON.stringify(stats));
+            return;
+        }
+        if (url.pathname === '/healthz') {
+            res.writeHead(200, { 'Content-Type': 'text/plain' });
+            res.end('ok');
+            return;
+        }
+        if (url.pathname !== '/mcp') {
+            res.writeHead(404).end();
+            return;
+        }
+        const sid = req.headers['mcp-session-id'];
+        if (req.method === 'POST') {
+            const raw = await readBody(req);
+            let body;
+            try {
+                body = JSON.parse(raw);
+            } catch {
+                return jsonError(res, 400, -32700, 'Parse error');
+            }
+            if (sid) {
+                const t = transports.get(sid);
+                if (!t) return jsonError(res, 404, -32001, 'Session not found');
+                return await t.handleRequest(req, res, body);
+            }
+            if (!isInitializeRequest(body)) return jsonError(res, 400, -32000, 'Bad Request: No valid session ID provided');
+            const transport = new StreamableHTTPServerTransport({
+                sessionIdGenerator: () => randomUUID(),
+                onsessioninitialized: id => {
+                    transports.set(id, transport);
+                    log(`session ${id} initialized`);
+                }
+            });
+            transport.onclose = () => {
+                if (transport.sessionId) transports.delete(transport.sessionId);
+            };
+            const server = createServer();
+            await server.connect(transport);
+            return await transport.handleRequest(req, res, body);
+        }
+        if (req.method === 'GET' || req.method === 'DELETE') {
+            const t = sid && transports.get(sid);
+            if (!t) return jsonError(res, sid ? 404 : 400, -32000, 'Invalid or missing session ID');
+            return await t.handleRequest(req, res);
+        }
+        res.writeHead(405, { Allow: 'GET, POST, DELETE' }).end();
+    } catch (e) {
+        log('request failed:', e?.stack ?? e);
+        if (!res.headersSent) jsonError(res, 500, -32603, 'Internal server error');
+    }
+});
+
+httpServer.listen(port, host, () => {
+    const a = httpServer.address();
+    process.stdout.write(`listening http://${host}:${a.port}/mcp\n`);
+});
+
+for (const sig of ['SIGINT', 'SIGTERM']) {
+    process.on(sig, () => {
+        httpServer.close();
+        taskStore.cleanup();
+        process.exit(0);
+    });
+}
