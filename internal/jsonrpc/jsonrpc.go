@@ -20,7 +20,7 @@ const Version = "2.0"
 // no ID), or a response (ID and exactly one of Result or Error).
 type Message struct {
 	JSONRPC string          `json:"jsonrpc"`
-	ID      ID              `json:"id,omitempty"`
+	ID      ID              `json:"id,omitzero"`
 	Method  string          `json:"method,omitempty"`
 	Params  json.RawMessage `json:"params,omitempty"`
 	Result  json.RawMessage `json:"result,omitempty"`

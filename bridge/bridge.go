@@ -1,0 +1,356 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/rs/zerolog"
+	"github.com/tidwall/gjson"
+
+	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/legacy"
+	"github.com/taskbridge/taskbridge/mapping"
+	"github.com/taskbridge/taskbridge/sep2663"
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// Config configures a Bridge. Zero values take the documented defaults.
+type Config struct {
+	Store    store.Store
+	Upstream *sep2663.Client
+	Logger   zerolog.Logger
+	// Now is the clock (tests and the sunset check replace it). Default time.Now.
+	Now func() time.Time
+
+	MaxTTLMs    int64 // cap on the ttl told to legacy clients; default 24 h
+	PollFloorMs int64 // lowest pollInterval told to legacy clients and used upstream; default 250
+	PollCeilMs  int64 // highest; default 30 000
+	// Heartbeat is the interval of keep-alives (SSE comments or progress notifications) on
+	// long requests: sync-collapsed calls and blocking tasks/result. Default 10 s.
+	Heartbeat    time.Duration
+	ListPageSize int // tasks/list page size; default 50
+
+	CreateTimeout time.Duration // upstream tools/call that may create a task; default 60 s
+	StatusTimeout time.Duration // upstream tasks/get; default 10 s
+	CancelTimeout time.Duration // upstream tasks/cancel and tasks/update; default 10 s
+	// InputTimeout bounds how long a stream waits for the answer to a relayed input request
+	// before giving up (the task stays input_required). Default 5 min.
+	InputTimeout time.Duration
+
+	AllowedOrigins []string // see legacy.Options
+	MaxBodyBytes   int64    // see legacy.Options
+}
+
+func (c *Config) setDefaults() {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	def64 := func(v *int64, d int64) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def64(&c.MaxTTLMs, 24*60*60*1000)
+	def64(&c.PollFloorMs, 250)
+	def64(&c.PollCeilMs, 30000)
+	defDur(&c.Heartbeat, 10*time.Second)
+	defDur(&c.CreateTimeout, 60*time.Second)
+	defDur(&c.StatusTimeout, 10*time.Second)
+	defDur(&c.CancelTimeout, 10*time.Second)
+	defDur(&c.InputTimeout, 5*time.Minute)
+	if c.ListPageSize <= 0 {
+		c.ListPageSize = 50
+	}
+}
+
+// Bridge serves legacy clients in front of one SEP-2663 upstream.
+//
+// Concurrency: all exported methods are safe for concurrent use. mu guards trackers and
+// inflight; disc is swapped atomically; the LRU is internally locked.
+type Bridge struct {
+	cfg  Config
+	up   *sep2663.Client
+	st   store.Store
+	log  zerolog.Logger
+	face *legacy.Server
+
+	disc atomic.Pointer[discovery]
+
+	mu       sync.Mutex
+	trackers map[string]*tracker          // non-terminal (or outcome-pending) tasks, by bridge id
+	inflight map[string]context.CancelFunc // "session\x00requestID" → cancel of an in-flight call
+	asks     map[string]chan *jsonrpc.Message // bridge-issued request id → waiting MRTR relay
+	closed   bool
+
+	terminal *lru.Cache[string, *store.Task] // hot terminal records (they never change)
+
+	ctx    context.Context // lives until Close; parent of pollers
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // pollers
+}
+
+type discovery struct {
+	res       *sep2663.DiscoverResult
+	fetchedAt time.Time
+}
+
+// New builds a Bridge. Call Start before serving, Close when done.
+func New(cfg Config) (*Bridge, error) {
+	if cfg.Store == nil || cfg.Upstream == nil {
+		return nil, errors.New("bridge: Store and Upstream are required")
+	}
+	cfg.setDefaults()
+	cache, err := lru.New[string, *store.Task](4096)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &Bridge{
+		cfg: cfg, up: cfg.Upstream, st: cfg.Store, log: cfg.Logger,
+		trackers: map[string]*tracker{},
+		inflight: map[string]context.CancelFunc{},
+		asks:     map[string]chan *jsonrpc.Message{},
+		terminal: cache,
+		ctx:      ctx, cancel: cancel,
+	}
+	b.face = legacy.NewServer(legacy.Options{
+		Store:          cfg.Store,
+		Handler:        b,
+		AllowedOrigins: cfg.AllowedOrigins,
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		Now:            cfg.Now,
+	})
+	return b, nil
+}
+
+// Handler returns the HTTP handler serving the MCP endpoint (mount it at /mcp).
+func (b *Bridge) Handler() http.Handler { return b.face }
+
+// Start discovers the upstream (a failure is logged, not fatal: discovery is retried on
+// demand) and resumes every non-terminal task found in the store.
+func (b *Bridge) Start(ctx context.Context) error {
+	if _, err := b.discovery(ctx); err != nil {
+		b.log.Warn().Err(err).Msg("upstream discovery failed; will retry on demand")
+	}
+	return b.resume(ctx)
+}
+
+// Close stops the pollers and the legacy face, and waits for them. Safe to call twice.
+func (b *Bridge) Close(ctx context.Context) error {
+	b.mu.Lock()
+	already := b.closed
+	b.closed = true
+	b.mu.Unlock()
+	if already {
+		return nil
+	}
+	err := b.face.Close(ctx)
+	b.cancel()
+	done := make(chan struct{})
+	go func() { b.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return err
+}
+
+// discovery returns the upstream's discover result, refreshed when its ttlMs ran out
+// (at least every 30 s when the upstream gives no lifetime).
+func (b *Bridge) discovery(ctx context.Context) (*sep2663.DiscoverResult, error) {
+	if d := b.disc.Load(); d != nil {
+		ttl := time.Duration(d.res.TTLMs) * time.Millisecond
+		if ttl < 30*time.Second {
+			ttl = 30 * time.Second
+		}
+		if b.cfg.Now().Sub(d.fetchedAt) < ttl {
+			return d.res, nil
+		}
+	}
+	res, err := b.up.Discover(ctx)
+	if err != nil {
+		if d := b.disc.Load(); d != nil {
+			return d.res, nil // stale beats nothing; the next call retries
+		}
+		return nil, err
+	}
+	b.disc.Store(&discovery{res: res, fetchedAt: b.cfg.Now()})
+	return res, nil
+}
+
+// upstreamHasTasks reports whether the upstream advertised the SEP-2663 extension.
+func (b *Bridge) upstreamHasTasks(ctx context.Context) bool {
+	d, err := b.discovery(ctx)
+	return err == nil && d.Capabilities.HasExtension(sep2663.ExtensionTasks)
+}
+
+// owner is the identity a task is bound to: the principal, or the session without auth.
+func owner(sess *store.Session) string {
+	if sess.Principal != "" {
+		return "principal:" + sess.Principal
+	}
+	return "session:" + sess.ID
+}
+
+// meta builds the per-request 2026-07-28 envelope for a legacy session: its capabilities
+// translated (tasks extension always declared, so task-only tools work for every client)
+// and its clientInfo.
+func (b *Bridge) meta(sess *store.Session) sep2663.RequestMeta {
+	caps, err := mapping.ClientCapsToModern(sess.ClientCapabilities, true)
+	if err != nil {
+		caps = json.RawMessage(`{"extensions":{"` + sep2663.ExtensionTasks + `":{}}}`)
+	}
+	m := sep2663.RequestMeta{ClientCapabilities: caps}
+	if name := gjson.GetBytes(sess.ClientInfo, "name").String(); name != "" {
+		m.ClientInfo = &sep2663.Implementation{Name: name, Version: gjson.GetBytes(sess.ClientInfo, "version").String()}
+	}
+	return m
+}
+
+// Initialize implements legacy.Handler: the bridge answers initialize itself.
+func (b *Bridge) Initialize(ctx context.Context, sess *store.Session, params json.RawMessage) (json.RawMessage, error) {
+	d, err := b.discovery(ctx)
+	if err != nil {
+		return nil, upstreamErr(err)
+	}
+	withTasks := sess.ProtocolVersion == legacy.ProtocolVersion
+	caps, err := mapping.ServerCapsToLegacy(d.Capabilities, withTasks)
+	if err != nil {
+		return nil, err
+	}
+	info, ok := d.ServerInfo()
+	if !ok {
+		info = sep2663.Implementation{Name: "taskbridge", Version: "dev"}
+	}
+	return json.Marshal(legacy.InitializeResult{
+		ProtocolVersion: sess.ProtocolVersion,
+		Capabilities:    caps,
+		ServerInfo:      legacy.Implementation{Name: info.Name, Version: info.Version, Title: info.Title},
+		Instructions:    d.Instructions,
+	})
+}
+
+// Serve implements legacy.Handler: one dispatch table for every request method.
+func (b *Bridge) Serve(ctx context.Context, sess *store.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
+	switch req.Method {
+	case "tools/call":
+		return b.toolsCall(ctx, sess, req, out)
+	case "tools/list":
+		return b.toolsList(ctx, sess, req, out)
+	case "tasks/get":
+		return b.tasksGet(ctx, sess, req)
+	case "tasks/result":
+		return b.tasksResult(ctx, sess, req, out)
+	case "tasks/list":
+		return b.tasksList(ctx, sess, req)
+	case "tasks/cancel":
+		return b.tasksCancel(ctx, sess, req)
+	case "logging/setLevel":
+		// Removed in 2026-07-28 (the level travels per request); accepted so old clients work.
+		return json.RawMessage(`{}`), nil
+	default:
+		return b.forward(ctx, sess, req, out)
+	}
+}
+
+// Notify implements legacy.Handler.
+func (b *Bridge) Notify(ctx context.Context, sess *store.Session, msg *jsonrpc.Message) {
+	switch msg.Method {
+	case "notifications/cancelled":
+		// Cancels a plain in-flight request (a sync-collapsed call becomes an upstream
+		// tasks/cancel). Never a task: 2025-11-25 forbids cancelling tasks this way.
+		id := gjson.GetBytes(msg.Params, "requestId").Raw
+		b.mu.Lock()
+		cancel := b.inflight[sess.ID+"\x00"+id]
+		b.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+	default:
+		// notifications/initialized, roots/list_changed (removed upstream in 2026-07-28), …
+	}
+}
+
+// Respond implements legacy.Handler: a client's answer to a relayed input request.
+func (b *Bridge) Respond(ctx context.Context, sess *store.Session, msg *jsonrpc.Message) {
+	b.answerInput(ctx, sess, msg)
+}
+
+// Closed implements legacy.Handler.
+func (b *Bridge) Closed(ctx context.Context, sess *store.Session) {}
+
+// trackInflight registers cancel for (session, request id) until the returned func runs.
+func (b *Bridge) trackInflight(sess *store.Session, id jsonrpc.ID, cancel context.CancelFunc) func() {
+	key := sess.ID + "\x00" + id.Raw()
+	b.mu.Lock()
+	b.inflight[key] = cancel
+	b.mu.Unlock()
+	return func() {
+		b.mu.Lock()
+		delete(b.inflight, key)
+		b.mu.Unlock()
+	}
+}
+
+// forward passes a request through to the upstream with the 2026-07-28 envelope, relays
+// the notifications on its stream, and strips the 2026-only result fields.
+func (b *Bridge) forward(ctx context.Context, sess *store.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
+	res, err := b.up.Call(ctx, req.Method, req.Params, b.meta(sess), relay(out))
+	if err != nil {
+		return nil, upstreamErr(err)
+	}
+	return mapping.StripModern(res)
+}
+
+// relay sends upstream notifications (progress, log messages) on the client's stream.
+func relay(out legacy.Stream) func(*jsonrpc.Message) {
+	return func(m *jsonrpc.Message) {
+		if m.IsNotification() {
+			_ = out.Send(m)
+		}
+	}
+}
+
+// toolsList forwards tools/list and adds execution.taskSupport to each tool: "optional"
+// when a task is possible for this client (the upstream has the extension), else
+// "forbidden".
+func (b *Bridge) toolsList(ctx context.Context, sess *store.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
+	res, err := b.up.Call(ctx, req.Method, req.Params, b.meta(sess), relay(out))
+	if err != nil {
+		return nil, upstreamErr(err)
+	}
+	mode := legacy.TaskSupportForbidden
+	if b.upstreamHasTasks(ctx) {
+		mode = legacy.TaskSupportOptional
+	}
+	return mapping.ToolsListForLegacy(res, func(string, json.RawMessage) string { return mode })
+}
+
+// upstreamErr maps an upstream failure to the wire: JSON-RPC errors from the upstream pass
+// through; transport failures become CodeUpstream naming the upstream.
+func upstreamErr(err error) error {
+	var je *jsonrpc.Error
+	if errors.As(err, &je) {
+		return je
+	}
+	var ue *sep2663.UpstreamError
+	if errors.As(err, &ue) {
+		return jsonrpc.NewError(jsonrpc.CodeUpstream, "upstream unavailable: "+ue.Error())
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return jsonrpc.NewError(jsonrpc.CodeUpstream, "upstream timed out")
+	}
+	return err
+}

@@ -1,0 +1,293 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/legacy"
+	"github.com/taskbridge/taskbridge/mapping"
+	"github.com/taskbridge/taskbridge/sep2663"
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// maxMRTRRounds bounds input_required rounds on one tools/call.
+const maxMRTRRounds = 8
+
+// callTool calls the upstream tool, relaying MRTR input rounds (resultType
+// "input_required") to the client on its open stream and retrying with the answers, until
+// the upstream answers with a result or a task.
+func (b *Bridge) callTool(ctx context.Context, sess *store.Session, taskID string, params json.RawMessage, out legacy.Stream) (*sep2663.CallToolOutcome, error) {
+	for range maxMRTRRounds {
+		oc, err := b.up.CallTool(ctx, params, b.meta(sess), relay(out))
+		if err != nil || oc.Kind != sep2663.KindInputRequired {
+			return oc, err
+		}
+		answers, err := b.askClient(ctx, sess, taskID, oc.Input.InputRequests, out)
+		if err != nil {
+			return nil, err
+		}
+		if params, err = withInputResponses(params, answers, oc.Input.RequestState); err != nil {
+			return nil, err
+		}
+	}
+	return nil, jsonrpc.NewError(jsonrpc.CodeUpstream, fmt.Sprintf("upstream asked for input more than %d times on one call", maxMRTRRounds))
+}
+
+// askClient sends each input request to the client as a server→client request on out and
+// waits for every answer (bounded by InputTimeout).
+func (b *Bridge) askClient(ctx context.Context, sess *store.Session, taskID string, reqs sep2663.InputRequests, out legacy.Stream) (sep2663.InputResponses, error) {
+	type pending struct {
+		key, method string
+		ch          chan *jsonrpc.Message
+	}
+	var waits []pending
+	defer func() {
+		b.mu.Lock()
+		for _, p := range waits {
+			for id, ch := range b.asks {
+				if ch == p.ch {
+					delete(b.asks, id)
+				}
+			}
+		}
+		b.mu.Unlock()
+	}()
+	for key, in := range reqs {
+		if !declared(sess, in.Method, in.Params) {
+			return nil, undeclaredInput(in.Method)
+		}
+		method, params, err := mapping.InputToLegacy(taskID, key, in)
+		if err != nil {
+			return nil, jsonrpc.NewError(jsonrpc.CodeUpstream, "upstream asked for unsupported input: "+err.Error())
+		}
+		id := newRequestID()
+		ch := make(chan *jsonrpc.Message, 1)
+		b.mu.Lock()
+		b.asks[id] = ch
+		b.mu.Unlock()
+		waits = append(waits, pending{key: key, method: method, ch: ch})
+		msg, _ := jsonrpc.NewRequest(jsonrpc.StringID(id), method, params)
+		if err := out.Send(msg); err != nil {
+			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "cannot relay the upstream's input request: the client's stream does not accept server requests")
+		}
+	}
+	timeout := time.NewTimer(b.cfg.InputTimeout)
+	defer timeout.Stop()
+	answers := sep2663.InputResponses{}
+	for _, p := range waits {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-timeout.C:
+			return nil, jsonrpc.NewError(CodeInputTimeout, "input request unanswered for "+b.cfg.InputTimeout.String())
+		case msg := <-p.ch:
+			res, err := responseToInput(p.method, msg)
+			if err != nil {
+				return nil, err
+			}
+			answers[p.key] = res
+		}
+	}
+	return answers, nil
+}
+
+// responseToInput turns a client's JSON-RPC response into an InputResponse. An error
+// response to an elicitation counts as "cancel"; to anything else it cannot be expressed.
+func responseToInput(method string, msg *jsonrpc.Message) (json.RawMessage, error) {
+	if msg.Error != nil {
+		if method == "elicitation/create" {
+			return json.RawMessage(`{"action":"cancel"}`), nil
+		}
+		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "client refused the "+method+" request: "+msg.Error.Message)
+	}
+	return mapping.InputResponseToModern(msg.Result)
+}
+
+func withInputResponses(params json.RawMessage, answers sep2663.InputResponses, state string) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(params, &m); err != nil {
+		return nil, err
+	}
+	m["inputResponses"] = mustJSON(answers)
+	delete(m, "requestState")
+	if state != "" {
+		m["requestState"] = mustJSON(state)
+	}
+	return json.Marshal(m)
+}
+
+// declared reports whether the legacy client declared the capability an input needs.
+func declared(sess *store.Session, method string, params json.RawMessage) bool {
+	caps := sess.ClientCapabilities
+	switch method {
+	case "elicitation/create":
+		el := gjson.GetBytes(caps, "elicitation")
+		if !el.Exists() {
+			return false
+		}
+		if gjson.GetBytes(params, "mode").Str == "url" {
+			return el.Get("url").Exists()
+		}
+		return true // {} (2025-06-18) or {form:{}}
+	case "sampling/createMessage":
+		return gjson.GetBytes(caps, "sampling").Exists()
+	case "roots/list":
+		return gjson.GetBytes(caps, "roots").Exists()
+	}
+	return false
+}
+
+func undeclaredInput(method string) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeUpstream,
+		"the upstream asked for "+method+", a capability this client did not declare")
+}
+
+// relayInputs records an upstream task's outstanding input requests and delivers them.
+// A request for a kind the client did not declare fails the task instead of hanging it.
+func (b *Bridge) relayInputs(ctx context.Context, t *tracker, inputs map[string]sep2663.InputRequest) {
+	rec := t.snapshot()
+	sess, _ := b.session(ctx, rec.SessionID)
+	var list []store.Input
+	for key, in := range inputs {
+		if !declared(sess, in.Method, in.Params) {
+			b.failUndeclared(ctx, t, sess, in.Method)
+			return
+		}
+		method, params, err := mapping.InputToLegacy(rec.ID, key, in)
+		if err != nil {
+			b.failUndeclared(ctx, t, sess, in.Method)
+			return
+		}
+		list = append(list, store.Input{TaskID: rec.ID, Key: key, Method: method, Params: params})
+	}
+	if err := b.st.PutInputs(ctx, list); err != nil {
+		b.log.Error().Err(err).Str("task", rec.ID).Msg("store inputs")
+		return
+	}
+	b.deliverInputs(ctx, t)
+}
+
+func (b *Bridge) failUndeclared(ctx context.Context, t *tracker, sess *store.Session, method string) {
+	msg := "The upstream asked for " + method + ", which this client did not declare; the task was stopped."
+	rec, err := t.update(ctx, func(r *store.Task) bool {
+		if r.Status.Terminal() {
+			return false
+		}
+		r.Status = store.StatusFailed
+		r.StatusMessage = msg
+		r.Outcome = store.OutcomeFailed
+		r.Error = mustJSON(jsonrpc.NewError(jsonrpc.CodeInternalError, msg).WithData(map[string]any{"retryable": false, "outcome": "failed"}))
+		r.LastUpdatedAt = b.cfg.Now().UTC()
+		return true
+	})
+	if err == nil && rec.UpstreamTaskID != "" {
+		cctx, cancel := context.WithTimeout(ctx, b.cfg.CancelTimeout)
+		_ = b.up.CancelTask(cctx, rec.UpstreamTaskID, b.meta(sess))
+		cancel()
+	}
+}
+
+// deliverInputs sends every unanswered input of the task: on each blocked tasks/result
+// stream here that has not carried it yet, else (once) on the session's GET stream. An
+// answered input that never reached the upstream is forwarded again.
+func (b *Bridge) deliverInputs(ctx context.Context, t *tracker) {
+	ins, err := b.st.ListInputs(ctx, t.id)
+	if err != nil {
+		return
+	}
+	rec := t.snapshot()
+	t.mu.Lock()
+	streams := append([]*resultStream(nil), t.streams...)
+	t.mu.Unlock()
+	for _, in := range ins {
+		if in.AnsweredAt != nil {
+			if in.ForwardedAt == nil {
+				b.forwardAnswer(ctx, rec, in.Key, in.Response)
+			}
+			continue
+		}
+		reqID := in.RequestID
+		if reqID == "" {
+			reqID = newRequestID()
+			if err := b.st.MarkInputDelivered(ctx, in.TaskID, in.Key, reqID, b.cfg.Now()); err != nil {
+				continue
+			}
+		}
+		msg, _ := jsonrpc.NewRequest(jsonrpc.StringID(reqID), in.Method, in.Params)
+		if len(streams) > 0 {
+			for _, rs := range streams {
+				rs.send(in.Key, msg)
+			}
+		} else if in.DeliveredAt == nil || in.RequestID == "" {
+			b.face.Push(rec.SessionID, msg)
+		}
+	}
+}
+
+// answerInput handles a client's response to a relayed input request. It is matched by the
+// JSON-RPC id the bridge issued (never by a related-task _meta the client claims), checked
+// against the task's owner, stored first-answer-wins, and forwarded with tasks/update.
+func (b *Bridge) answerInput(ctx context.Context, sess *store.Session, msg *jsonrpc.Message) {
+	id := msg.ID.String()
+	b.mu.Lock()
+	ch := b.asks[id]
+	delete(b.asks, id)
+	b.mu.Unlock()
+	if ch != nil {
+		ch <- msg
+		return
+	}
+	in, err := b.st.FindInputByRequestID(ctx, id)
+	if err != nil {
+		b.log.Info().Str("request", id).Msg("answer to an unknown input request dropped")
+		return
+	}
+	rec, err := b.record(ctx, in.TaskID)
+	if err != nil || rec.Owner != owner(sess) {
+		b.log.Warn().Str("request", id).Msg("answer from a session that does not own the task dropped")
+		return
+	}
+	resp, err := responseToInput(in.Method, msg)
+	if err != nil {
+		b.log.Info().Err(err).Str("task", rec.ID).Msg("input answer not usable")
+		return
+	}
+	first, err := b.st.AnswerInput(ctx, in.TaskID, in.Key, resp, b.cfg.Now())
+	if err != nil || !first {
+		return // duplicate or late: acknowledged (202) and dropped
+	}
+	b.forwardAnswer(ctx, rec, in.Key, resp)
+	b.mu.Lock()
+	t := b.trackers[rec.ID]
+	b.mu.Unlock()
+	if t != nil {
+		t.mu.Lock()
+		for _, rs := range t.streams {
+			rs.answered(in.Key)
+		}
+		t.mu.Unlock()
+		t.nudge()
+	}
+}
+
+// forwardAnswer sends one answer upstream with tasks/update and records that it went.
+func (b *Bridge) forwardAnswer(ctx context.Context, rec *store.Task, key string, resp json.RawMessage) {
+	sess, _ := b.session(ctx, rec.SessionID)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.CancelTimeout)
+	defer cancel()
+	err := b.up.UpdateTask(cctx, rec.UpstreamTaskID, sep2663.InputResponses{key: resp}, b.meta(sess))
+	if err != nil {
+		var je *jsonrpc.Error
+		if !errors.As(err, &je) {
+			b.log.Warn().Err(err).Str("task", rec.ID).Msg("tasks/update failed; will retry on the next poll")
+			return
+		}
+	}
+	_ = b.st.MarkInputForwarded(ctx, rec.ID, key, b.cfg.Now())
+}

@@ -1,0 +1,366 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/legacy"
+	"github.com/taskbridge/taskbridge/mapping"
+	"github.com/taskbridge/taskbridge/sep2663"
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// errTaskNotFound is the one answer for an unknown, expired or foreign task id: the same
+// bytes in every case, so ids cannot be probed.
+var errTaskNotFound = jsonrpc.NewError(jsonrpc.CodeInvalidParams, "Failed to retrieve task: Task not found")
+
+// taskIDParam reads params.taskId.
+func taskIDParam(req *jsonrpc.Message) (string, error) {
+	id := gjson.GetBytes(req.Params, "taskId")
+	if id.Type != gjson.String || id.Str == "" {
+		return "", jsonrpc.ErrInvalidParams.Wrapf("params.taskId must be a non-empty string")
+	}
+	return id.Str, nil
+}
+
+// load returns the caller's record for id, or errTaskNotFound.
+func (b *Bridge) load(ctx context.Context, sess *store.Session, id string) (*store.Task, error) {
+	rec, err := b.record(ctx, id)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, errTaskNotFound
+		}
+		return nil, err
+	}
+	if rec.Owner != owner(sess) {
+		return nil, errTaskNotFound
+	}
+	if exp, ok := rec.ExpiresAt(); ok && b.cfg.Now().After(exp) {
+		return nil, errTaskNotFound
+	}
+	return rec, nil
+}
+
+// record returns the freshest copy of a record this process has: a live tracker's, the
+// terminal cache's, or the store's.
+func (b *Bridge) record(ctx context.Context, id string) (*store.Task, error) {
+	b.mu.Lock()
+	t := b.trackers[id]
+	b.mu.Unlock()
+	if t != nil {
+		return t.snapshot(), nil
+	}
+	if rec, ok := b.terminal.Get(id); ok {
+		c := *rec
+		return &c, nil
+	}
+	rec, err := b.st.GetTask(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if finished(rec) {
+		c := *rec
+		b.terminal.Add(id, &c)
+	}
+	return rec, nil
+}
+
+// toolsCall routes tools/call: with params.task it creates a task, without it runs the
+// call synchronously (collapsing an upstream task if one comes back).
+func (b *Bridge) toolsCall(ctx context.Context, sess *store.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
+	if gjson.GetBytes(req.Params, "name").Type != gjson.String {
+		return nil, jsonrpc.ErrInvalidParams.Wrapf("params.name must be a string")
+	}
+	task := gjson.GetBytes(req.Params, "task")
+	if !task.Exists() {
+		return b.callSync(ctx, sess, req, out)
+	}
+	if !task.IsObject() {
+		return nil, jsonrpc.ErrInvalidParams.Wrapf("params.task must be an object (TaskMetadata), e.g. {}")
+	}
+	return b.createTask(ctx, sess, req, out, task)
+}
+
+// createTask serves a task-augmented tools/call: intent record first, then the upstream
+// call, then the record completed with what the upstream said, and only then the reply.
+func (b *Bridge) createTask(ctx context.Context, sess *store.Session, req *jsonrpc.Message, out legacy.Stream, task gjson.Result) (json.RawMessage, error) {
+	if rec, err := b.st.FindTaskByRequest(ctx, sess.ID, req.ID.Raw()); err == nil {
+		return createResult(rec) // a repeated request id: the task it made already
+	}
+	rec := b.newRecord(sess, req, task)
+	if err := b.st.CreateTask(ctx, rec); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			if prev, err2 := b.st.FindTaskByRequest(ctx, sess.ID, req.ID.Raw()); err2 == nil {
+				return createResult(prev)
+			}
+		}
+		return nil, fmt.Errorf("store intent: %w", err)
+	}
+	params, err := withoutKey(req.Params, "task")
+	if err != nil {
+		return nil, jsonrpc.ErrInvalidParams.Wrapf("%v", err)
+	}
+	// The upstream call outlives a client that hangs up: its answer must reach the record.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.CreateTimeout)
+	defer cancel()
+	oc, err := b.callTool(cctx, sess, rec.ID, params, out)
+	if err != nil {
+		return nil, b.failCreate(ctx, rec, err)
+	}
+	if err := b.settleCreate(ctx, rec, oc); err != nil {
+		return nil, err
+	}
+	if rec.Mode == store.ModeTranslate && !finished(rec) {
+		b.track(rec)
+	}
+	return createResult(rec)
+}
+
+func (b *Bridge) newRecord(sess *store.Session, req *jsonrpc.Message, task gjson.Result) *store.Task {
+	now := b.cfg.Now().UTC()
+	maxTTL := b.cfg.MaxTTLMs
+	if ttl := task.Get("ttl"); ttl.Type == gjson.Number && ttl.Int() > 0 && ttl.Int() < maxTTL {
+		maxTTL = ttl.Int()
+	}
+	rec := &store.Task{
+		ID:             newTaskID(),
+		Owner:          owner(sess),
+		SessionID:      sess.ID,
+		RequestID:      req.ID.Raw(),
+		Origin:         b.up.URL(),
+		Mode:           store.ModeTranslate,
+		Tool:           gjson.GetBytes(req.Params, "name").Str,
+		ArgsHash:       argsHash([]byte(gjson.GetBytes(req.Params, "arguments").Raw)),
+		Status:         store.StatusWorking,
+		CreatedAt:      now,
+		LastUpdatedAt:  now,
+		TTLMs:          &maxTTL,
+		PollIntervalMs: b.cfg.PollFloorMs,
+		Outcome:        store.OutcomePending,
+	}
+	if pt := gjson.GetBytes(req.Params, "_meta.progressToken"); pt.Exists() {
+		rec.ProgressToken = json.RawMessage(pt.Raw)
+	}
+	return rec
+}
+
+// settleCreate writes what the upstream's tools/call answer means into the record.
+func (b *Bridge) settleCreate(ctx context.Context, rec *store.Task, oc *sep2663.CallToolOutcome) error {
+	switch oc.Kind {
+	case sep2663.KindTask:
+		rec.UpstreamTaskID = oc.Task.TaskID
+		rec.TTLMs = mapping.CapTTL(oc.Task.TTLMs, *rec.TTLMs)
+		if oc.Task.PollIntervalMs != nil {
+			rec.UpstreamPollMs = *oc.Task.PollIntervalMs
+		}
+		rec.PollIntervalMs = mapping.ClampPollInterval(rec.UpstreamPollMs, b.cfg.PollFloorMs, b.cfg.PollCeilMs)
+		if obs, err := mapping.Observe(&sep2663.DetailedTask{Task: *oc.Task}); err == nil {
+			applyObservation(rec, obs)
+		}
+	default: // KindComplete: the upstream answered synchronously; the record holds the result
+		rec.Mode = store.ModeComplete
+		obs, err := mapping.Observe(&sep2663.DetailedTask{
+			Task:   sep2663.Task{Status: sep2663.StatusCompleted},
+			Result: oc.Result,
+		})
+		if err != nil {
+			return err
+		}
+		applyObservation(rec, obs)
+	}
+	rec.LastUpdatedAt = b.cfg.Now().UTC()
+	if err := b.st.UpdateTask(ctx, rec); err != nil {
+		return fmt.Errorf("store upstream answer: %w", err)
+	}
+	return nil
+}
+
+// failCreate records a failed upstream create call and returns the error for the client.
+// A transport failure after the request may have left leaves the outcome unknown; a
+// refused connection means the call never ran.
+func (b *Bridge) failCreate(ctx context.Context, rec *store.Task, err error) error {
+	rec.Status = store.StatusFailed
+	rec.LastUpdatedAt = b.cfg.Now().UTC()
+	var je *jsonrpc.Error
+	switch {
+	case errors.As(err, &je):
+		rec.Outcome = store.OutcomeFailed
+		rec.Error, _ = json.Marshal(je)
+		rec.StatusMessage = mapping.SanitizeStatusMessage(je.Message)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		rec.Outcome = store.OutcomeFailed
+		rec.StatusMessage = "The upstream refused the connection; the tool did not run."
+		je = jsonrpc.NewError(jsonrpc.CodeUpstream, upstreamErr(err).Error()).
+			WithData(map[string]any{"retryable": true, "outcome": "failed"})
+	default:
+		rec.Outcome = store.OutcomeUnknown
+		rec.StatusMessage = "The upstream did not answer; whether the tool ran is unknown."
+		je = jsonrpc.NewError(jsonrpc.CodeUpstream, upstreamErr(err).Error()).
+			WithData(map[string]any{"retryable": false, "outcome": "unknown"})
+	}
+	if uerr := b.st.UpdateTask(ctx, rec); uerr != nil {
+		b.log.Error().Err(uerr).Str("task", rec.ID).Msg("store failed create")
+	}
+	return je
+}
+
+// createResult renders the CreateTaskResult for a record.
+func createResult(rec *store.Task) (json.RawMessage, error) {
+	return json.Marshal(legacy.CreateTaskResult{Task: mapping.TaskToLegacy(rec)})
+}
+
+// tasksGet returns the record, refreshed from upstream at most once per poll interval.
+func (b *Bridge) tasksGet(ctx context.Context, sess *store.Session, req *jsonrpc.Message) (json.RawMessage, error) {
+	id, err := taskIDParam(req)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := b.load(ctx, sess, id)
+	if err != nil {
+		return nil, err
+	}
+	if t := b.track(rec); t != nil {
+		rec = t.refresh(ctx)
+	}
+	return json.Marshal(mapping.TaskToLegacy(rec))
+}
+
+// tasksList lists the caller's tasks, newest first, with an opaque keyset cursor.
+func (b *Bridge) tasksList(ctx context.Context, sess *store.Session, req *jsonrpc.Message) (json.RawMessage, error) {
+	var after *store.Cursor
+	if c := gjson.GetBytes(req.Params, "cursor"); c.Exists() {
+		if c.Type != gjson.String {
+			return nil, errBadCursor
+		}
+		cur, err := decodeCursor(c.Str)
+		if err != nil {
+			return nil, err
+		}
+		after = cur
+	}
+	n := b.cfg.ListPageSize
+	recs, err := b.st.ListTasks(ctx, owner(sess), after, n+1)
+	if err != nil {
+		return nil, err
+	}
+	res := legacy.ListTasksResult{Tasks: []legacy.Task{}}
+	if len(recs) > n {
+		recs = recs[:n]
+		res.NextCursor = encodeCursor(recs[n-1])
+	}
+	now := b.cfg.Now()
+	for _, rec := range recs {
+		if exp, ok := rec.ExpiresAt(); ok && now.After(exp) {
+			continue
+		}
+		if live, err := b.record(ctx, rec.ID); err == nil {
+			rec = live
+		}
+		res.Tasks = append(res.Tasks, mapping.TaskToLegacy(rec))
+	}
+	return json.Marshal(res)
+}
+
+// tasksCancel makes the record cancelled before replying (2025-11-25 semantics), sends the
+// upstream tasks/cancel, and keeps watching upstream to record the real outcome.
+func (b *Bridge) tasksCancel(ctx context.Context, sess *store.Session, req *jsonrpc.Message) (json.RawMessage, error) {
+	id, err := taskIDParam(req)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := b.load(ctx, sess, id)
+	if err != nil {
+		return nil, err
+	}
+	var already store.Status
+	cancelled := func(r *store.Task) bool {
+		if r.Status.Terminal() {
+			already = r.Status
+			return false
+		}
+		r.Status = store.StatusCancelled
+		r.StatusMessage = "The task was cancelled by request."
+		r.LastUpdatedAt = b.cfg.Now().UTC()
+		return true
+	}
+	t := b.track(rec)
+	if t != nil {
+		rec, err = t.update(ctx, cancelled)
+	} else {
+		rec, err = b.updateRecord(ctx, rec, cancelled)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if already != "" {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, fmt.Sprintf("Cannot cancel task: already in terminal status '%s'", already))
+	}
+	if rec.UpstreamTaskID != "" {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.CancelTimeout)
+		err := b.up.CancelTask(cctx, rec.UpstreamTaskID, b.meta(sess))
+		cancel()
+		if err != nil {
+			b.log.Warn().Err(err).Str("task", rec.ID).Msg("upstream tasks/cancel failed; still watching")
+		}
+	}
+	return json.Marshal(mapping.TaskToLegacy(rec))
+}
+
+// updateRecord applies fn to a record with compare-and-swap, re-reading on conflict. fn
+// returns false to leave the record as it is.
+func (b *Bridge) updateRecord(ctx context.Context, rec *store.Task, fn func(*store.Task) bool) (*store.Task, error) {
+	for range 8 {
+		c := *rec
+		if !fn(&c) {
+			return &c, nil
+		}
+		err := b.st.UpdateTask(ctx, &c)
+		if err == nil {
+			if finished(&c) {
+				cc := c
+				b.terminal.Add(c.ID, &cc)
+			}
+			return &c, nil
+		}
+		if !errors.Is(err, store.ErrConflict) {
+			return nil, err
+		}
+		if rec, err = b.st.GetTask(ctx, rec.ID); err != nil {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("task %s: too many concurrent updates", rec.ID)
+}
+
+// withoutKey returns a JSON object without one top-level key; other members keep their bytes.
+func withoutKey(obj json.RawMessage, key string) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(obj, &m); err != nil {
+		return nil, err
+	}
+	delete(m, key)
+	return json.Marshal(m)
+}
+
+// finished reports whether a record needs no more watching: terminal, and its real
+// outcome known.
+func finished(rec *store.Task) bool {
+	return rec.Status.Terminal() && rec.Outcome != store.OutcomePending
+}
+
+// applyObservation copies an upstream observation into a record.
+func applyObservation(rec *store.Task, obs mapping.Observation) {
+	rec.Status = obs.Status
+	rec.StatusMessage = obs.StatusMessage
+	if obs.Status.Terminal() {
+		rec.Result = obs.Result
+		rec.Error = obs.Error
+		rec.Outcome = obs.Outcome
+	}
+}

@@ -1,0 +1,374 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/mapping"
+	"github.com/taskbridge/taskbridge/sep2663"
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// tracker watches one upstream task for this process: it polls upstream tasks/get (one
+// poll in flight at a time, at most one per interval however many clients ask), writes
+// every observed change through to the store, wakes waiters and pushes status
+// notifications.
+//
+// mu guards every field below it. The poll loop is owned by the Bridge's WaitGroup.
+type tracker struct {
+	b  *Bridge
+	id string
+
+	mu        sync.Mutex
+	rec       *store.Task   // latest record; replaced, never mutated in place
+	lastPoll  time.Time     // start of the last upstream poll
+	polling   chan struct{} // non-nil while a poll is in flight; closed when it ends
+	changed   chan struct{} // closed and replaced on every record change
+	waiters   int           // blocked tasks/result calls: poll at the base interval
+	streams   []*resultStream
+	unchanged int // polls in a row that saw no change (for backoff)
+
+	wake chan struct{} // nudges the loop (buffer 1)
+}
+
+// track returns the tracker for a record that still needs watching, starting it if
+// needed; nil for records that do not (finished, not upstream-backed, or closing).
+func (b *Bridge) track(rec *store.Task) *tracker {
+	if finished(rec) || rec.Mode != store.ModeTranslate || rec.UpstreamTaskID == "" {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t := b.trackers[rec.ID]; t != nil {
+		return t
+	}
+	if b.closed {
+		return nil
+	}
+	c := *rec
+	t := &tracker{b: b, id: rec.ID, rec: &c, changed: make(chan struct{}), wake: make(chan struct{}, 1)}
+	b.trackers[rec.ID] = t
+	b.wg.Add(1)
+	go t.run()
+	return t
+}
+
+func (t *tracker) snapshot() *store.Task {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := *t.rec
+	return &c
+}
+
+// interval is the minimum spacing of upstream polls: the upstream's pollIntervalMs, never
+// below the operator floor.
+func (t *tracker) interval() time.Duration {
+	t.mu.Lock()
+	ms := max(t.rec.UpstreamPollMs, t.b.cfg.PollFloorMs)
+	t.mu.Unlock()
+	return time.Duration(ms) * time.Millisecond
+}
+
+func (t *tracker) nudge() {
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run is the poll loop: jittered interval (10–20 % above the floor), backing off while
+// nothing changes and nobody waits, stopping when the record is finished, when the ttl
+// (an absolute deadline) passes, or when the bridge closes.
+func (t *tracker) run() {
+	defer t.b.wg.Done()
+	defer t.retire()
+	ctx := t.b.ctx
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		rec := t.snapshot()
+		if finished(rec) {
+			return
+		}
+		if exp, ok := rec.ExpiresAt(); ok && t.b.cfg.Now().After(exp) {
+			t.expire(ctx)
+			return
+		}
+		timer.Reset(t.nextWait())
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-t.wake:
+		}
+		t.refresh(ctx)
+	}
+}
+
+func (t *tracker) nextWait() time.Duration {
+	base := t.interval()
+	t.mu.Lock()
+	factor := 1.0
+	if t.waiters == 0 {
+		for i := 0; i < t.unchanged && factor < 4; i++ {
+			factor *= 1.5
+		}
+	}
+	t.mu.Unlock()
+	d := time.Duration(float64(base) * factor * (1.1 + 0.1*rand.Float64()))
+	return min(d, max(base, time.Duration(t.b.cfg.PollCeilMs)*time.Millisecond))
+}
+
+// retire removes the tracker once it stops and caches a finished record.
+func (t *tracker) retire() {
+	rec := t.snapshot()
+	t.b.mu.Lock()
+	if t.b.trackers[t.id] == t {
+		delete(t.b.trackers, t.id)
+	}
+	t.b.mu.Unlock()
+	if finished(rec) {
+		t.b.terminal.Add(t.id, rec)
+	}
+}
+
+// refresh returns the record, polling upstream first when the last poll is older than the
+// interval. Concurrent callers share one poll (coalescing).
+func (t *tracker) refresh(ctx context.Context) *store.Task {
+	t.mu.Lock()
+	if finished(t.rec) {
+		c := *t.rec
+		t.mu.Unlock()
+		return &c
+	}
+	if wait := t.polling; wait != nil {
+		t.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+		}
+		return t.snapshot()
+	}
+	if time.Since(t.lastPoll) < t.interval0() {
+		c := *t.rec
+		t.mu.Unlock()
+		return &c
+	}
+	done := make(chan struct{})
+	t.polling = done
+	t.lastPoll = time.Now()
+	upID := t.rec.UpstreamTaskID
+	sessID := t.rec.SessionID
+	t.mu.Unlock()
+
+	t.poll(upID, sessID)
+
+	t.mu.Lock()
+	t.polling = nil
+	t.mu.Unlock()
+	close(done)
+	return t.snapshot()
+}
+
+// interval0 is interval() for callers already holding mu.
+func (t *tracker) interval0() time.Duration {
+	return time.Duration(max(t.rec.UpstreamPollMs, t.b.cfg.PollFloorMs)) * time.Millisecond
+}
+
+// poll performs one upstream tasks/get and applies it. It runs on the bridge's context, not
+// a client's: one client hanging up must not spoil the poll others are waiting on.
+func (t *tracker) poll(upstreamID, sessionID string) {
+	ctx, cancel := context.WithTimeout(t.b.ctx, t.b.cfg.StatusTimeout)
+	defer cancel()
+	sess, _ := t.b.session(ctx, sessionID)
+	dt, err := t.b.up.GetTask(ctx, upstreamID, t.b.meta(sess))
+	if err != nil {
+		var je *jsonrpc.Error
+		if errors.As(err, &je) && je.Code == jsonrpc.CodeInvalidParams {
+			t.lost(ctx)
+			return
+		}
+		t.b.log.Warn().Err(err).Str("task", t.id).Msg("upstream tasks/get failed")
+		return
+	}
+	obs, err := mapping.Observe(dt)
+	if err != nil {
+		t.b.log.Warn().Err(err).Str("task", t.id).Msg("upstream fault: unknown task status; keeping the last known one")
+		return
+	}
+	t.observe(ctx, dt, obs)
+}
+
+// observe applies an upstream observation to the record through the store.
+func (t *tracker) observe(ctx context.Context, dt *sep2663.DetailedTask, obs mapping.Observation) {
+	var inputs map[string]sep2663.InputRequest
+	changed := false
+	_, err := t.update(ctx, func(r *store.Task) bool {
+		changed = false
+		if dt.PollIntervalMs != nil && *dt.PollIntervalMs != r.UpstreamPollMs {
+			r.UpstreamPollMs = *dt.PollIntervalMs
+			r.PollIntervalMs = mapping.ClampPollInterval(r.UpstreamPollMs, t.b.cfg.PollFloorMs, t.b.cfg.PollCeilMs)
+			changed = true
+		}
+		if r.Status.Terminal() {
+			// Cancelled here while upstream carried on: record only the real outcome.
+			if r.Outcome == store.OutcomePending && obs.Status.Terminal() {
+				r.Outcome = obs.Outcome
+				r.OutcomeDetail = "upstream ended " + string(dt.Status) + " after the cancel"
+				return true
+			}
+			return changed
+		}
+		if obs.Status == r.Status && obs.StatusMessage == r.StatusMessage {
+			if obs.Status == store.StatusInputRequired {
+				inputs = obs.Inputs
+			}
+			return changed
+		}
+		if !mapping.CanTransition(r.Status, obs.Status) {
+			return changed
+		}
+		applyObservation(r, obs)
+		r.LastUpdatedAt = t.b.cfg.Now().UTC()
+		if obs.Status == store.StatusInputRequired {
+			inputs = obs.Inputs
+		}
+		return true
+	})
+	if err != nil {
+		t.b.log.Error().Err(err).Str("task", t.id).Msg("store update failed")
+		return
+	}
+	t.mu.Lock()
+	if changed {
+		t.unchanged = 0
+	} else {
+		t.unchanged++
+	}
+	t.mu.Unlock()
+	if len(inputs) > 0 {
+		t.b.relayInputs(ctx, t, inputs)
+	}
+}
+
+// lost handles a task the upstream no longer knows.
+func (t *tracker) lost(ctx context.Context) {
+	obs := mapping.LostTask()
+	t.update(ctx, func(r *store.Task) bool {
+		if r.Status.Terminal() {
+			if r.Outcome == store.OutcomePending {
+				r.Outcome = store.OutcomeUnknown
+				r.OutcomeDetail = "the upstream no longer knows the task"
+				return true
+			}
+			return false
+		}
+		applyObservation(r, obs)
+		r.LastUpdatedAt = t.b.cfg.Now().UTC()
+		return true
+	})
+}
+
+// expire ends a task whose ttl passed before the upstream finished it.
+func (t *tracker) expire(ctx context.Context) {
+	t.update(ctx, func(r *store.Task) bool {
+		if r.Status.Terminal() {
+			if r.Outcome == store.OutcomePending {
+				r.Outcome = store.OutcomeUnknown
+				r.OutcomeDetail = "ttl passed before the upstream reported an end"
+				return true
+			}
+			return false
+		}
+		r.Status = store.StatusFailed
+		r.StatusMessage = "The task's ttl passed before it finished; the outcome is unknown."
+		r.Outcome = store.OutcomeUnknown
+		r.LastUpdatedAt = t.b.cfg.Now().UTC()
+		return true
+	})
+}
+
+// update applies fn to the tracker's record through the store (compare-and-swap), then
+// wakes waiters and pushes the change to the session's GET stream.
+func (t *tracker) update(ctx context.Context, fn func(*store.Task) bool) (*store.Task, error) {
+	t.mu.Lock()
+	cur := t.rec
+	t.mu.Unlock()
+	before := cur.Status
+	rec, err := t.b.updateRecord(ctx, cur, fn)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Version == cur.Version {
+		return rec, nil // fn declined: nothing changed
+	}
+	t.mu.Lock()
+	t.rec = rec
+	close(t.changed)
+	t.changed = make(chan struct{})
+	t.mu.Unlock()
+	if rec.Status != before {
+		t.b.pushStatus(rec)
+	}
+	return rec, nil
+}
+
+// pushStatus sends notifications/tasks/status to the session's GET stream, if this
+// process holds one. Optional in 2025-11-25; clients keep polling.
+func (b *Bridge) pushStatus(rec *store.Task) {
+	m, err := jsonrpc.NewNotification("notifications/tasks/status", mapping.TaskToLegacy(rec))
+	if err == nil {
+		b.face.Push(rec.SessionID, m)
+	}
+}
+
+// session loads a session record (nil when unknown: its envelope then carries no
+// clientInfo, and capabilities default to the tasks extension only).
+func (b *Bridge) session(ctx context.Context, id string) (*store.Session, error) {
+	s, err := b.st.GetSession(ctx, id)
+	if err != nil {
+		return &store.Session{ID: id}, err
+	}
+	return s, nil
+}
+
+// resume restarts watching every unfinished task after a restart. An intent with no
+// upstream id is an operation whose fate cannot be known: it is failed with an unknown
+// outcome and never re-run.
+func (b *Bridge) resume(ctx context.Context) error {
+	recs, err := b.st.ListActive(ctx)
+	if err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		if rec.Mode == store.ModeTranslate && rec.UpstreamTaskID != "" {
+			b.track(rec)
+			continue
+		}
+		if rec.Status.Terminal() {
+			continue
+		}
+		_, err := b.updateRecord(ctx, rec, func(r *store.Task) bool {
+			if r.Status.Terminal() {
+				return false
+			}
+			r.Status = store.StatusFailed
+			r.StatusMessage = "The bridge restarted before the upstream answered; the outcome is unknown and the call was not retried."
+			r.Outcome = store.OutcomeUnknown
+			r.Error = mustJSON(jsonrpc.NewError(jsonrpc.CodeInternalError, r.StatusMessage).
+				WithData(map[string]any{"retryable": false, "outcome": "unknown"}))
+			r.LastUpdatedAt = b.cfg.Now().UTC()
+			return true
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+

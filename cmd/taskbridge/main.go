@@ -1,0 +1,66 @@
+// Command taskbridge is a translating MCP proxy for the migration from the 2025-11-25
+// experimental Tasks API to the SEP-2663 Tasks extension of MCP 2026-07-28.
+//
+//	taskbridge serve --listen 127.0.0.1:8080 --upstream http://127.0.0.1:9000/mcp
+//	taskbridge demo
+//
+// Only this package turns errors into exit codes.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `taskbridge — MCP Tasks migration bridge (2025-11-25 clients ⇄ SEP-2663 servers)
+
+Usage:
+  taskbridge serve --listen ADDR --upstream URL [--store sqlite:PATH|postgres://…]
+  taskbridge demo
+  taskbridge version
+
+Run "taskbridge COMMAND -h" for a command's flags.
+`
+
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "taskbridge:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("no command given")
+	}
+	switch args[0] {
+	case "serve":
+		return cmdServe(ctx, args[1:], stdout, stderr)
+	case "demo":
+		return cmdDemo(ctx, args[1:], stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "taskbridge", version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+}

@@ -1,0 +1,67 @@
+// Command tbfixture serves taskbridge's SEP-2663 fixture server (internal/fixture) over HTTP
+// for tests in other processes.
+//
+//	go run ./cmd/tbfixture -addr 127.0.0.1:0 [-no-tasks] [-scale 0.1]
+//
+// The first stdout line is "listening http://HOST:PORT/mcp". The MCP endpoint is /mcp and
+// the counters are at GET /fixture/stats. SIGINT or SIGTERM stops it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/taskbridge/taskbridge/internal/fixture"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "tbfixture:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	addr := flag.String("addr", "127.0.0.1:0", "listen address")
+	noTasks := flag.Bool("no-tasks", false, "advertise no tasks extension and never create tasks")
+	scale := flag.Float64("scale", 1, "multiply every tool's sleep by this factor")
+	name := flag.String("name", "", "serverInfo name (default taskbridge-fixture)")
+	ttl := flag.Int64("ttl-ms", 0, "task ttlMs (default 300000)")
+	poll := flag.Int64("poll-ms", 0, "task pollIntervalMs (default 200)")
+	flag.Parse()
+
+	srv := fixture.New(fixture.Options{Name: *name, NoTasksExtension: *noTasks, Scale: *scale,
+		TaskTTLMs: *ttl, PollIntervalMs: *poll})
+	defer srv.Close()
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv.Mux(), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Printf("listening http://%s/mcp\n", ln.Addr())
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}

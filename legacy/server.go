@@ -1,0 +1,506 @@
+package legacy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// Handler is implemented by the bridge; the Server calls it for every message a legacy
+// client sends. Methods are called concurrently, from the HTTP handler goroutines, with a
+// ctx that ends when the client disconnects or the Server is closed for good.
+type Handler interface {
+	// Initialize answers initialize for a new session. sess is filled in: ID minted by the
+	// face (crypto/rand, visible ASCII), ProtocolVersion negotiated (the client's if
+	// supported, else the newest), ClientInfo and ClientCapabilities raw from params,
+	// CreatedAt and LastSeenAt. It returns the InitializeResult to send; the face then
+	// stores the session (store.CreateSession) before replying with the Mcp-Session-Id
+	// header. On error nothing is stored and the error goes back as a JSON-RPC error.
+	Initialize(ctx context.Context, sess *store.Session, params json.RawMessage) (json.RawMessage, error)
+	// Serve answers one request of an established session (never initialize or ping).
+	// Messages sent on out before Serve returns travel on this request's response stream,
+	// which becomes SSE on first use; after Serve returns, out refuses everything. Return
+	// a result (nil means {}), or an error (mapped to the wire with jsonrpc.AsError).
+	Serve(ctx context.Context, sess *store.Session, req *jsonrpc.Message, out Stream) (json.RawMessage, error)
+	// Notify receives a client notification (notifications/initialized,
+	// notifications/cancelled, …). The POST is answered 202 after Notify returns.
+	Notify(ctx context.Context, sess *store.Session, msg *jsonrpc.Message)
+	// Respond receives a client's JSON-RPC response to a server→client request the bridge
+	// sent. It may arrive on any replica. The POST is answered 202 after Respond returns.
+	Respond(ctx context.Context, sess *store.Session, msg *jsonrpc.Message)
+	// Closed is called after DELETE ended a session (store.CloseSession succeeded). Two
+	// racing DELETEs may both get here if the store accepts both.
+	Closed(ctx context.Context, sess *store.Session)
+}
+
+// Stream carries server→client messages related to one request: a POST's SSE stream here,
+// stdio or WebSocket elsewhere. Implementations are safe for concurrent use.
+type Stream interface {
+	// Send writes a request or notification; the first call switches the reply to SSE.
+	// It fails with ErrNoEventStream when the client does not accept SSE, and with
+	// ErrStreamClosed once the request is answered or the client is gone.
+	Send(msg *jsonrpc.Message) error
+	// KeepAlive writes an SSE comment line (": keep-alive"); it switches to SSE too.
+	KeepAlive() error
+}
+
+// Defaults for Options.
+const (
+	DefaultMaxBodyBytes = 4 << 20
+	DefaultKeepAlive    = 15 * time.Second
+)
+
+// Options configure a Server. Store and Handler are required.
+type Options struct {
+	Store   store.Store
+	Handler Handler
+	// AllowedOrigins are exact Origin values allowed besides loopback ones
+	// (http(s)://localhost, 127.0.0.1 or [::1], any port). "*" allows every origin.
+	AllowedOrigins []string
+	// MaxBodyBytes caps a POST body (default DefaultMaxBodyBytes); larger bodies get 413.
+	MaxBodyBytes int64
+	// KeepAlive is the interval of SSE comments on the GET stream (default
+	// DefaultKeepAlive; negative disables them).
+	KeepAlive time.Duration
+	// Logger receives ids, methods and errors, never payloads. Nil disables logging.
+	Logger *zerolog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Server is the 2025-11-25 Streamable HTTP face. Mount it at the MCP endpoint (/mcp).
+type Server struct {
+	store     store.Store
+	h         Handler
+	origins   map[string]bool
+	anyOrigin bool
+	maxBody   int64
+	keepAlive time.Duration
+	log       zerolog.Logger
+	now       func() time.Time
+
+	// base ends every handler ctx; Close cancels it after draining (or giving up).
+	base   context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex // guards closed, inflight, idle and streams
+	closed   bool
+	inflight int                   // HTTP requests inside ServeHTTP past the closed check
+	idle     chan struct{}         // closed once closed && inflight == 0
+	streams  map[string]*getStream // session id → this process's GET stream
+
+	touchMu   sync.Mutex // guards touched and lastSweep
+	touched   map[string]time.Time
+	lastSweep time.Time
+}
+
+// NewServer returns a Server; it panics without a Store or a Handler.
+func NewServer(o Options) *Server {
+	if o.Store == nil || o.Handler == nil {
+		panic("legacy: NewServer needs Options.Store and Options.Handler")
+	}
+	s := &Server{
+		store:     o.Store,
+		h:         o.Handler,
+		origins:   make(map[string]bool),
+		maxBody:   o.MaxBodyBytes,
+		keepAlive: o.KeepAlive,
+		log:       zerolog.Nop(),
+		now:       o.Now,
+		idle:      make(chan struct{}),
+		streams:   make(map[string]*getStream),
+		touched:   make(map[string]time.Time),
+	}
+	for _, origin := range o.AllowedOrigins {
+		s.origins[origin] = true
+		s.anyOrigin = s.anyOrigin || origin == "*"
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBodyBytes
+	}
+	if s.keepAlive == 0 {
+		s.keepAlive = DefaultKeepAlive
+	}
+	if o.Logger != nil {
+		s.log = *o.Logger
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.base, s.cancel = context.WithCancel(context.Background())
+	return s
+}
+
+// HTTP-level errors, sent with id null.
+var (
+	errMethodNotAllowed = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Method not allowed")
+	errOriginForbidden  = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Forbidden: Origin not allowed")
+	errMediaType        = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Unsupported Media Type: Content-Type must be application/json")
+	errBodyTooLarge     = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Request body too large")
+	errNotAcceptable    = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Not Acceptable: Client must accept text/event-stream")
+	errShuttingDown     = jsonrpc.NewError(jsonrpc.CodeInternalError, "Service unavailable: server is shutting down")
+)
+
+const allowHeader = "GET, POST, DELETE"
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodPost, http.MethodDelete:
+	default:
+		w.Header().Set("Allow", allowHeader)
+		s.httpError(w, http.StatusMethodNotAllowed, errMethodNotAllowed)
+		return
+	}
+	if !s.originAllowed(r.Header.Get("Origin")) {
+		s.httpError(w, http.StatusForbidden, errOriginForbidden)
+		return
+	}
+	if !s.begin() {
+		s.httpError(w, http.StatusServiceUnavailable, errShuttingDown)
+		return
+	}
+	defer s.end()
+	switch r.Method {
+	case http.MethodPost:
+		s.handlePost(w, r)
+	case http.MethodGet:
+		s.handleGet(w, r)
+	case http.MethodDelete:
+		s.handleDelete(w, r)
+	}
+}
+
+// originAllowed implements the DNS-rebinding defence: no Origin (not a browser), a
+// loopback origin, or an allowed one.
+func (s *Server) originAllowed(origin string) bool {
+	if origin == "" || s.anyOrigin || s.origins[origin] {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	switch u.Hostname() {
+	case "localhost", "127.0.0.1", "::1":
+		return true
+	}
+	return false
+}
+
+// handlePost serves one POSTed JSON-RPC message.
+func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
+	if !isJSONContentType(r.Header.Get("Content-Type")) {
+		s.httpError(w, http.StatusUnsupportedMediaType, errMediaType)
+		return
+	}
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	msg, err := jsonrpc.Decode(body)
+	if err != nil {
+		s.httpError(w, http.StatusBadRequest, jsonrpc.AsError(err))
+		return
+	}
+	acc := parseAccept(r.Header.Values("Accept"))
+	if msg.Method == "initialize" {
+		s.initialize(w, r, msg, acc)
+		return
+	}
+	sess := s.session(w, r)
+	if sess == nil {
+		return
+	}
+	ctx, cancel := s.handlerContext(r)
+	defer cancel()
+	switch {
+	case msg.IsResponse():
+		s.h.Respond(ctx, sess, msg)
+		w.WriteHeader(http.StatusAccepted)
+	case msg.IsNotification():
+		s.h.Notify(ctx, sess, msg)
+		w.WriteHeader(http.StatusAccepted)
+	default:
+		s.serve(ctx, w, sess, msg, acc)
+	}
+}
+
+// readBody reads a POST body of at most maxBody bytes; on failure it has answered.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if r.ContentLength > s.maxBody {
+		s.httpError(w, http.StatusRequestEntityTooLarge, errBodyTooLarge.Wrapf("limit is %d bytes", s.maxBody))
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		s.httpError(w, http.StatusRequestEntityTooLarge, errBodyTooLarge.Wrapf("limit is %d bytes", s.maxBody))
+		return nil, false
+	case err != nil:
+		s.httpError(w, http.StatusBadRequest, jsonrpc.ErrParse.Wrapf("reading body failed"))
+		return nil, false
+	}
+	return body, true
+}
+
+// initialize opens a session: Handler.Initialize, then the store, then the reply.
+func (s *Server) initialize(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message, acc accepts) {
+	if r.Header.Get(headerSessionID) != "" {
+		s.httpError(w, http.StatusBadRequest, errInitWithSession)
+		return
+	}
+	if !msg.IsRequest() {
+		s.httpError(w, http.StatusBadRequest, jsonrpc.ErrInvalidRequest.Wrapf("initialize must be a request"))
+		return
+	}
+	ctx, cancel := s.handlerContext(r)
+	defer cancel()
+	sess := newSession(msg.Params, s.now())
+	p := newPostStream(w, acc)
+	defer p.close()
+	res, err := s.h.Initialize(ctx, sess, msg.Params)
+	if err != nil {
+		p.finish(s.encodeResponse(msg.ID, nil, err))
+		return
+	}
+	if err := s.store.CreateSession(ctx, sess); err != nil {
+		s.log.Error().Err(err).Str("session", sess.ID).Msg("legacy: storing session failed")
+		p.finish(s.encodeResponse(msg.ID, nil, jsonrpc.ErrInternal))
+		return
+	}
+	s.log.Info().Str("session", sess.ID).Str("protocolVersion", sess.ProtocolVersion).Msg("legacy: session opened")
+	w.Header().Set(headerSessionID, sess.ID)
+	p.finish(s.encodeResponse(msg.ID, res, nil))
+}
+
+// serve answers a request: ping locally, everything else through Handler.Serve.
+func (s *Server) serve(ctx context.Context, w http.ResponseWriter, sess *store.Session, msg *jsonrpc.Message, acc accepts) {
+	p := newPostStream(w, acc)
+	defer p.close() // also when Serve panics: the bridge must not write after we return
+	if msg.Method == "ping" {
+		p.finish(s.encodeResponse(msg.ID, nil, nil))
+		return
+	}
+	res, err := s.h.Serve(ctx, sess, msg, p)
+	p.finish(s.encodeResponse(msg.ID, res, err))
+}
+
+// encodeResponse builds the wire response to request id. A result that does not encode
+// (invalid JSON from the handler) becomes -32603.
+func (s *Server) encodeResponse(id jsonrpc.ID, res json.RawMessage, err error) []byte {
+	m := &jsonrpc.Message{ID: id, Result: res}
+	if err != nil {
+		m = jsonrpc.NewErrorResponse(id, err)
+	} else if len(res) == 0 {
+		m.Result = json.RawMessage("{}")
+	}
+	b, encErr := encodeMessage(m)
+	if encErr != nil {
+		s.log.Error().Err(encErr).Str("id", id.String()).Msg("legacy: response does not encode")
+		b, _ = encodeMessage(jsonrpc.NewErrorResponse(id, jsonrpc.ErrInternal))
+	}
+	return b
+}
+
+// handleGet holds the session's standalone SSE stream open until the client leaves, a newer
+// GET replaces it, the session is deleted, or the Server closes.
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
+	if !parseAccept(r.Header.Values("Accept")).sse {
+		s.httpError(w, http.StatusNotAcceptable, errNotAcceptable)
+		return
+	}
+	sess := s.session(w, r)
+	if sess == nil {
+		return
+	}
+	g := s.attachGetStream(sess.ID)
+	defer s.detachGetStream(g)
+	sseHeaders(w.Header())
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	if rc.Flush() != nil {
+		return
+	}
+	var tick <-chan time.Time
+	if s.keepAlive > 0 {
+		t := time.NewTicker(s.keepAlive)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		var chunk []byte
+		select {
+		case chunk = <-g.ch:
+		case <-tick:
+			chunk = keepAliveComment
+		case <-g.done:
+			return
+		case <-r.Context().Done():
+			return
+		}
+		if _, err := w.Write(chunk); err != nil || rc.Flush() != nil {
+			return
+		}
+	}
+}
+
+// attachGetStream registers a new GET stream for a session, stopping the one it replaces.
+func (s *Server) attachGetStream(sessionID string) *getStream {
+	g := newGetStream(sessionID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.streams[sessionID]; old != nil {
+		old.stop()
+	}
+	s.streams[sessionID] = g
+	if s.closed {
+		g.stop() // Close ran between begin and here: end at once
+	}
+	return g
+}
+
+// detachGetStream unregisters g unless a newer stream replaced it already.
+func (s *Server) detachGetStream(g *getStream) {
+	g.stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.streams[g.sessionID] == g {
+		delete(s.streams, g.sessionID)
+	}
+}
+
+// stopGetStream ends the session's GET stream in this process, if any.
+func (s *Server) stopGetStream(sessionID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g := s.streams[sessionID]; g != nil {
+		g.stop()
+	}
+}
+
+// handleDelete ends a session.
+func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
+	sess := s.session(w, r)
+	if sess == nil {
+		return
+	}
+	ctx, cancel := s.handlerContext(r)
+	defer cancel()
+	if err := s.store.CloseSession(ctx, sess.ID); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			s.httpError(w, http.StatusNotFound, errSessionNotFound)
+			return
+		}
+		s.log.Error().Err(err).Str("session", sess.ID).Msg("legacy: closing session failed")
+		s.httpError(w, http.StatusInternalServerError, jsonrpc.ErrInternal)
+		return
+	}
+	s.stopGetStream(sess.ID)
+	s.forgetTouched(sess.ID)
+	sess.Closed = true
+	s.h.Closed(ctx, sess)
+	s.log.Info().Str("session", sess.ID).Msg("legacy: session closed")
+	w.WriteHeader(http.StatusOK)
+}
+
+// Push delivers msg (a request or notification) on the session's standalone GET stream held
+// by this process. It returns false when none is open, when msg is a response (the GET
+// stream carries none), or when the stream's buffer is full because the client reads too
+// slowly; it never blocks. true means queued: a client that disconnects at that moment
+// still loses the message, as with any SSE write.
+func (s *Server) Push(sessionID string, msg *jsonrpc.Message) bool {
+	if msg.IsResponse() {
+		return false
+	}
+	s.mu.Lock()
+	g := s.streams[sessionID]
+	s.mu.Unlock()
+	if g == nil {
+		return false
+	}
+	b, err := encodeMessage(msg)
+	if err != nil {
+		return false
+	}
+	return g.offer(appendEvent(nil, b))
+}
+
+// HasGetStream reports whether this process holds an open GET stream for the session.
+func (s *Server) HasGetStream(sessionID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.streams[sessionID] != nil
+}
+
+// Close stops accepting requests (503), ends the GET streams, and waits for in-flight
+// handlers to return. If ctx ends first it cancels their contexts and returns ctx.Err()
+// without waiting further. It is safe to call more than once.
+func (s *Server) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		for _, g := range s.streams {
+			g.stop()
+		}
+		if s.inflight == 0 {
+			close(s.idle)
+		}
+	}
+	s.mu.Unlock()
+	defer s.cancel()
+	select {
+	case <-s.idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// begin counts a request in; false once Close has started.
+func (s *Server) begin() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.inflight++
+	return true
+}
+
+// end counts a request out and wakes Close when it was the last one.
+func (s *Server) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inflight--
+	if s.closed && s.inflight == 0 {
+		close(s.idle)
+	}
+}
+
+// handlerContext is the ctx handed to the Handler: it ends when the client disconnects
+// (r.Context) or when Close gives up waiting (s.base).
+func (s *Server) handlerContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := context.AfterFunc(s.base, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// httpError answers with an HTTP error status and a JSON-RPC error body with id null.
+func (s *Server) httpError(w http.ResponseWriter, status int, e *jsonrpc.Error) {
+	b, _ := encodeMessage(jsonrpc.NewErrorResponse(jsonrpc.ID{}, e))
+	w.Header().Set("Content-Type", contentTypeJSON)
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

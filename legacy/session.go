@@ -1,0 +1,186 @@
+package legacy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// HTTP header names of the 2025-11-25 Streamable HTTP transport.
+const (
+	headerSessionID       = "Mcp-Session-Id"
+	headerProtocolVersion = "MCP-Protocol-Version"
+)
+
+// headerDefaultVersion is what a request without MCP-Protocol-Version is taken to speak
+// (2025-11-25 §Transports: "the server SHOULD assume 2025-03-26").
+const headerDefaultVersion = "2025-03-26"
+
+// The protocol revisions this face speaks, newest first. They mirror ProtocolVersion and
+// SupportedVersions of protocol.go, kept here under private names until that file exists.
+var faceVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+const faceLatestVersion = "2025-11-25"
+
+// touchEvery bounds how often a session's LastSeenAt is written: once a minute is precise
+// enough for the migration report and keeps the store out of the hot path.
+const touchEvery = time.Minute
+
+// maxSessionIDLen bounds the Mcp-Session-Id values looked up in the store. Minted ids are
+// 26 characters; anything much longer is not ours.
+const maxSessionIDLen = 128
+
+// Session errors. The 404 code -32001 is what the TypeScript SDK sends, so its clients
+// recognise it and re-initialize.
+var (
+	errSessionRequired = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Bad Request: Mcp-Session-Id header is required")
+	errSessionNotFound = jsonrpc.NewError(-32001, "Session not found")
+	errInitWithSession = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Bad Request: initialize must not carry Mcp-Session-Id")
+	errBadVersion      = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version")
+)
+
+// newSessionID mints a session id: 130 random bits from crypto/rand as 26 base32
+// characters, all visible ASCII (0x21–0x7E) as the transport requires.
+func newSessionID() string { return rand.Text() }
+
+// validSessionID reports whether id could have been minted by some replica: bounded length
+// and visible ASCII only. Other values are answered 404 without a store round trip.
+func validSessionID(id string) bool {
+	if id == "" || len(id) > maxSessionIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7E {
+			return false
+		}
+	}
+	return true
+}
+
+// supportedVersion reports whether v is a protocol revision this face speaks.
+func supportedVersion(v string) bool { return slices.Contains(faceVersions, v) }
+
+// negotiateVersion applies the initialize rule: the client's version when supported, else
+// the newest one.
+func negotiateVersion(clientVersion string) string {
+	if supportedVersion(clientVersion) {
+		return clientVersion
+	}
+	return faceLatestVersion
+}
+
+// newSession builds the record for an initialize request. Params stay raw: clientInfo and
+// capabilities are kept byte for byte.
+func newSession(params json.RawMessage, now time.Time) *store.Session {
+	s := &store.Session{
+		ID:         newSessionID(),
+		CreatedAt:  now,
+		LastSeenAt: now,
+	}
+	v := gjson.GetBytes(params, "protocolVersion")
+	if v.Type == gjson.String {
+		s.ProtocolVersion = negotiateVersion(v.Str)
+	} else {
+		s.ProtocolVersion = faceLatestVersion
+	}
+	if r := gjson.GetBytes(params, "clientInfo"); r.IsObject() {
+		s.ClientInfo = json.RawMessage(r.Raw)
+	}
+	if r := gjson.GetBytes(params, "capabilities"); r.IsObject() {
+		s.ClientCapabilities = json.RawMessage(r.Raw)
+	}
+	return s
+}
+
+// checkVersionHeader validates MCP-Protocol-Version on a non-initialize request.
+func checkVersionHeader(r *http.Request) *jsonrpc.Error {
+	v := r.Header.Get(headerProtocolVersion)
+	if v == "" || supportedVersion(v) {
+		return nil
+	}
+	return errBadVersion.Wrapf("%q (supported: %s)", v, strings.Join(faceVersions, ", "))
+}
+
+// session finds the live session a non-initialize request belongs to. On failure it has
+// written the HTTP error and returns nil: 400 without the header or with a bad protocol
+// version, 404 for an unknown or closed session, 500 when the store fails.
+func (s *Server) session(w http.ResponseWriter, r *http.Request) *store.Session {
+	id := r.Header.Get(headerSessionID)
+	if id == "" {
+		s.httpError(w, http.StatusBadRequest, errSessionRequired)
+		return nil
+	}
+	if e := checkVersionHeader(r); e != nil {
+		s.httpError(w, http.StatusBadRequest, e)
+		return nil
+	}
+	if !validSessionID(id) {
+		s.httpError(w, http.StatusNotFound, errSessionNotFound)
+		return nil
+	}
+	sess, err := s.store.GetSession(r.Context(), id)
+	switch {
+	case errors.Is(err, store.ErrNotFound) || (err == nil && sess.Closed):
+		s.httpError(w, http.StatusNotFound, errSessionNotFound)
+		return nil
+	case err != nil:
+		s.log.Error().Err(err).Str("session", id).Msg("legacy: session lookup failed")
+		s.httpError(w, http.StatusInternalServerError, jsonrpc.ErrInternal)
+		return nil
+	}
+	s.touch(r.Context(), sess)
+	return sess
+}
+
+// touch records activity on sess at most once per touchEvery: skipped when the stored
+// LastSeenAt is recent (written by any replica) or this process wrote it recently.
+func (s *Server) touch(ctx context.Context, sess *store.Session) {
+	now := s.now()
+	if now.Sub(sess.LastSeenAt) < touchEvery {
+		return
+	}
+	s.touchMu.Lock()
+	if last, ok := s.touched[sess.ID]; ok && now.Sub(last) < touchEvery {
+		s.touchMu.Unlock()
+		return
+	}
+	s.touched[sess.ID] = now
+	s.sweepTouchedLocked(now)
+	s.touchMu.Unlock()
+	if err := s.store.TouchSession(ctx, sess.ID, now); err != nil {
+		s.log.Warn().Err(err).Str("session", sess.ID).Msg("legacy: touch session failed")
+		return
+	}
+	sess.LastSeenAt = now
+}
+
+// sweepTouchedLocked drops entries older than touchEvery, at most once per touchEvery, so
+// the map holds only sessions active in the last two minutes. s.touchMu must be held.
+func (s *Server) sweepTouchedLocked(now time.Time) {
+	if now.Sub(s.lastSweep) < touchEvery {
+		return
+	}
+	s.lastSweep = now
+	for id, at := range s.touched {
+		if now.Sub(at) >= touchEvery {
+			delete(s.touched, id)
+		}
+	}
+}
+
+// forgetTouched drops the throttle entry of a closed session.
+func (s *Server) forgetTouched(id string) {
+	s.touchMu.Lock()
+	delete(s.touched, id)
+	s.touchMu.Unlock()
+}

@@ -1,0 +1,114 @@
+package mapping
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/taskbridge/taskbridge/legacy"
+	"github.com/taskbridge/taskbridge/sep2663"
+)
+
+var emptyObject = json.RawMessage(`{}`)
+
+// ClientCapsToModern translates legacy initialize capabilities (2025-11-25 and older) to the
+// 2026-07-28 ClientCapabilities object sent in every upstream request's _meta:
+//   - elicitation: form/url kept; an elicitation without either ({} in 2025-06-18) means form;
+//   - sampling, roots, experimental: carried over as written;
+//   - extensions: carried over, except io.modelcontextprotocol/tasks, which is present exactly
+//     when withTasks (the bridge, not the legacy client, handles modern tasks);
+//   - tasks (the 2025-11-25 shape) is dropped: SEP-2663 counts it as "not declared";
+//   - anything else, and any capability whose value is not an object, is dropped.
+//
+// Empty, null or absent input means no capabilities. Non-object input is an error.
+func ClientCapsToModern(legacyCaps json.RawMessage, withTasks bool) (json.RawMessage, error) {
+	var in []member
+	if len(legacyCaps) > 0 && string(legacyCaps) != "null" {
+		var err error
+		if in, err = objectMembers(legacyCaps); err != nil {
+			return nil, fmt.Errorf("mapping: client capabilities: %w", err)
+		}
+	}
+	var out []member
+	for _, key := range []string{"experimental", "roots", "sampling"} {
+		if v, ok := lookup(in, key); ok && isObject(v) {
+			out = append(out, newMember(key, v))
+		}
+	}
+	if v, ok := lookup(in, "elicitation"); ok && isObject(v) {
+		if el, err := elicitationToModern(v); err == nil {
+			out = append(out, newMember("elicitation", el))
+		}
+	}
+	var ext []member
+	if v, ok := lookup(in, "extensions"); ok && isObject(v) {
+		if ms, err := objectMembers(v); err == nil {
+			ext = without(ms, sep2663.ExtensionTasks)
+		}
+	}
+	if withTasks {
+		ext = append(ext, newMember(sep2663.ExtensionTasks, emptyObject))
+	}
+	if len(ext) > 0 {
+		out = append(out, newMember("extensions", encodeObject(ext)))
+	}
+	return encodeObject(out), nil
+}
+
+func elicitationToModern(v json.RawMessage) (json.RawMessage, error) {
+	ms, err := objectMembers(v)
+	if err != nil {
+		return nil, err
+	}
+	var out []member
+	for _, key := range []string{"form", "url"} {
+		if mv, ok := lookup(ms, key); ok && isObject(mv) {
+			out = append(out, newMember(key, mv))
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, newMember("form", emptyObject))
+	}
+	return encodeObject(out), nil
+}
+
+// ServerCapsToLegacy translates server/discover capabilities to legacy initialize
+// capabilities: experimental, tools, resources, prompts, logging and completions are kept as
+// the upstream wrote them; extensions are dropped (2025-11-25 has none on the server side).
+// When withTasks, tasks = {list:{}, cancel:{}, requests:{tools:{call:{}}}} is added.
+func ServerCapsToLegacy(caps sep2663.ServerCapabilities, withTasks bool) (json.RawMessage, error) {
+	var out []member
+	add := func(key string, v json.RawMessage) {
+		if len(v) > 0 && string(v) != "null" {
+			out = append(out, newMember(key, v))
+		}
+	}
+	add("experimental", caps.Experimental)
+	add("logging", caps.Logging)
+	add("completions", caps.Completions)
+	add("prompts", caps.Prompts)
+	add("resources", caps.Resources)
+	add("tools", caps.Tools)
+	for _, m := range out {
+		if !json.Valid(m.value) {
+			return nil, fmt.Errorf("mapping: server capability %q is not valid JSON", m.key)
+		}
+	}
+	if withTasks {
+		tasks, err := json.Marshal(LegacyTasksCapability())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, newMember("tasks", tasks))
+	}
+	return encodeObject(out), nil
+}
+
+// LegacyTasksCapability is what the bridge declares to 2025-11-25 clients:
+// {list:{}, cancel:{}, requests:{tools:{call:{}}}}.
+func LegacyTasksCapability() legacy.ServerTasksCapability {
+	return legacy.ServerTasksCapability{
+		List:     &struct{}{},
+		Cancel:   &struct{}{},
+		Requests: &legacy.ServerTaskRequestsCapability{Tools: &legacy.ToolsTaskCapability{Call: &struct{}{}}},
+	}
+}

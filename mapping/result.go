@@ -1,0 +1,133 @@
+package mapping
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/legacy"
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// modernOnly are the top-level result fields 2026-07-28 added that a legacy client must not
+// see: resultType on every result, ttlMs and cacheScope on cacheable results.
+var modernOnly = []string{"resultType", "ttlMs", "cacheScope"}
+
+// ResultForLegacy prepares a CallToolResult for tasks/result: it strips a top-level
+// "resultType" and sets _meta["io.modelcontextprotocol/related-task"] = {taskId:
+// bridgeTaskID} (replacing any related-task already there, keeping every other _meta key).
+// Only the top level (and _meta) is decoded; every other member keeps its bytes and order.
+func ResultForLegacy(result json.RawMessage, bridgeTaskID string) (json.RawMessage, error) {
+	ms, err := objectMembers(result)
+	if err != nil {
+		return nil, fmt.Errorf("mapping: tool result: %w", err)
+	}
+	related, err := json.Marshal(legacy.RelatedTask{TaskID: bridgeTaskID})
+	if err != nil {
+		return nil, err
+	}
+	return encodeObject(setMeta(without(ms, "resultType"), legacy.MetaRelatedTask, related)), nil
+}
+
+// StripModern removes the 2026-07-28-only top-level fields (resultType, ttlMs, cacheScope)
+// from a result for a legacy client. Everything else keeps its bytes.
+func StripModern(result json.RawMessage) (json.RawMessage, error) {
+	ms, err := objectMembers(result)
+	if err != nil {
+		return nil, fmt.Errorf("mapping: result: %w", err)
+	}
+	return encodeObject(without(ms, modernOnly...)), nil
+}
+
+// ErrorForLegacy returns the error object tasks/result sends for a failed task.
+//
+// The upstream's code, message and data are kept. Design §9 wants every failed task to say
+// whether a retry makes sense, so data gains "retryable" and "outcome": as the whole data
+// when there is none, or added to an object data that lacks them (existing keys are never
+// overwritten; data that is not an object is left alone). An empty or undecodable errObj
+// becomes {-32603, "upstream task failed without an error object"}; an empty outcome is
+// "failed".
+func ErrorForLegacy(errObj json.RawMessage, outcome store.Outcome, retryable bool) *jsonrpc.Error {
+	var e jsonrpc.Error
+	if len(errObj) == 0 || json.Unmarshal(errObj, &e) != nil || (e.Code == 0 && e.Message == "") {
+		e = jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msgFailedNoError}
+	}
+	if outcome == "" {
+		outcome = store.OutcomeFailed
+	}
+	add := errorData{Retryable: retryable, Outcome: outcome}
+	data := strings.TrimSpace(string(e.Data))
+	switch {
+	case data == "" || data == "null":
+		e.Data, _ = json.Marshal(add)
+	case isObject(e.Data):
+		ms, err := objectMembers(e.Data)
+		if err != nil {
+			break
+		}
+		if _, ok := lookup(ms, "retryable"); !ok {
+			ms = append(ms, newMember("retryable", json.RawMessage(fmt.Sprint(retryable))))
+		}
+		if _, ok := lookup(ms, "outcome"); !ok {
+			o, _ := json.Marshal(outcome)
+			ms = append(ms, newMember("outcome", o))
+		}
+		e.Data = encodeObject(ms)
+	}
+	return &e
+}
+
+// ToolsListForLegacy rewrites a tools/list result for legacy clients: every tool gains
+// execution.taskSupport = mode(name, toolRaw) (other execution fields kept; a taskSupport
+// already there is replaced; mode returning "" leaves the tool untouched, which legacy
+// clients read as "forbidden"), each tool keeps its bytes otherwise, and StripModern
+// applies to the result (ttlMs, cacheScope, resultType go).
+func ToolsListForLegacy(result json.RawMessage, mode func(name string, tool json.RawMessage) string) (json.RawMessage, error) {
+	ms, err := objectMembers(result)
+	if err != nil {
+		return nil, fmt.Errorf("mapping: tools/list result: %w", err)
+	}
+	ms = without(ms, modernOnly...)
+	rawTools, ok := lookup(ms, "tools")
+	if !ok {
+		return encodeObject(ms), nil
+	}
+	tools, err := arrayElements(rawTools)
+	if err != nil {
+		return nil, fmt.Errorf("mapping: tools/list result: tools: %w", err)
+	}
+	for i, tool := range tools {
+		if tools[i], err = withTaskSupport(tool, mode); err != nil {
+			return nil, fmt.Errorf("mapping: tools/list result: tool %d: %w", i, err)
+		}
+	}
+	return encodeObject(set(ms, "tools", encodeArray(tools))), nil
+}
+
+func withTaskSupport(tool json.RawMessage, mode func(string, json.RawMessage) string) (json.RawMessage, error) {
+	tms, err := objectMembers(tool)
+	if err != nil {
+		return nil, err
+	}
+	var name string
+	if raw, ok := lookup(tms, "name"); ok {
+		_ = json.Unmarshal(raw, &name) // a nameless tool still gets a mode
+	}
+	m := ""
+	if mode != nil {
+		m = mode(name, tool)
+	}
+	if m == "" {
+		return tool, nil
+	}
+	var exec []member
+	if old, ok := lookup(tms, "execution"); ok && isObject(old) {
+		if exec, err = objectMembers(old); err != nil {
+			return nil, err
+		}
+	}
+	ts, _ := json.Marshal(m)
+	exec = set(exec, "taskSupport", ts)
+	return encodeObject(set(tms, "execution", encodeObject(exec))), nil
+}

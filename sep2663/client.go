@@ -1,0 +1,504 @@
+package sep2663
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+)
+
+// ClientOptions configure a Client.
+type ClientOptions struct {
+	URL        string         // the upstream MCP endpoint, e.g. http://127.0.0.1:9000/mcp
+	HTTPClient *http.Client   // nil: a shared client whose pool keeps 256 idle connections per host
+	ClientInfo Implementation // default {Name:"taskbridge", Version:"dev"}
+	Header     http.Header    // extra headers (upstream credentials from config), added to every POST
+}
+
+// Client is a stateless 2026-07-28 Streamable HTTP client for one upstream endpoint.
+//
+// Concurrency: safe for concurrent use. All fields are set by NewClient and never written
+// again, except nextID, which is atomic.
+type Client struct {
+	url    string
+	http   *http.Client
+	info   Implementation
+	header http.Header
+	nextID atomic.Int64
+}
+
+// defaultHTTPClient is shared by every Client built without an HTTPClient. Its pool is sized
+// for concurrency: Go's default of 2 idle connections per host causes connection churn that
+// costs about 3x throughput at 32 concurrent callers (design §10).
+var defaultHTTPClient = sync.OnceValue(func() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 1024
+	t.MaxIdleConnsPerHost = 256
+	t.IdleConnTimeout = 90 * time.Second
+	return &http.Client{Transport: t}
+})
+
+// NewClient returns a client for o.URL.
+func NewClient(o ClientOptions) *Client {
+	c := &Client{url: o.URL, http: o.HTTPClient, info: o.ClientInfo, header: o.Header.Clone()}
+	if c.http == nil {
+		c.http = defaultHTTPClient()
+	}
+	if c.info.Name == "" {
+		c.info = Implementation{Name: "taskbridge", Version: "dev"}
+	}
+	return c
+}
+
+// URL returns the upstream endpoint.
+func (c *Client) URL() string { return c.url }
+
+// RequestMeta is the per-request 2026-07-28 envelope the client injects into params._meta.
+type RequestMeta struct {
+	// ClientCapabilities is the full ClientCapabilities object. nil means: keep the one
+	// already in params._meta, else {}.
+	ClientCapabilities json.RawMessage
+	// ClientInfo nil means: keep the one already in params._meta, else the client's default.
+	ClientInfo *Implementation
+}
+
+// UpstreamError is a failure to get a JSON-RPC answer from the upstream: a transport error,
+// a non-2xx status without a JSON-RPC body, a body that is not JSON-RPC, or a stream that
+// ended before the response. JSON-RPC error replies are *jsonrpc.Error instead.
+type UpstreamError struct {
+	URL        string
+	Method     string
+	StatusCode int // the HTTP status, 0 when no response arrived
+	Err        error
+}
+
+// Error names the upstream URL and the method, e.g.
+// "upstream http://x/mcp: tools/call: connection refused".
+func (e *UpstreamError) Error() string {
+	if e.StatusCode != 0 && e.StatusCode/100 != 2 {
+		return fmt.Sprintf("upstream %s: %s: HTTP %d: %v", e.URL, e.Method, e.StatusCode, e.Err)
+	}
+	return fmt.Sprintf("upstream %s: %s: %v", e.URL, e.Method, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *UpstreamError) Unwrap() error { return e.Err }
+
+// Timeout reports whether the failure was a timeout (a deadline or a network timeout).
+func (e *UpstreamError) Timeout() bool {
+	if errors.Is(e.Err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(e.Err, &ne) && ne.Timeout()
+}
+
+func (c *Client) upstreamErr(method string, status int, err error) *UpstreamError {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err // the URL is named by UpstreamError itself
+	}
+	return &UpstreamError{URL: c.url, Method: method, StatusCode: status, Err: err}
+}
+
+// Call sends one request and returns its raw result. See the package documentation for
+// the envelope and headers it adds. A JSON-RPC error reply is returned as *jsonrpc.Error,
+// unchanged; every other failure as *UpstreamError. Notifications on an SSE reply stream go
+// to onMessage (may be nil), in order, on the calling goroutine.
+func (c *Client) Call(ctx context.Context, method string, params json.RawMessage, meta RequestMeta,
+	onMessage func(*jsonrpc.Message)) (json.RawMessage, error) {
+	params, err := c.withEnvelope(params, meta)
+	if err != nil {
+		return nil, fmt.Errorf("sep2663: %s: %w", method, err)
+	}
+	id := jsonrpc.IntID(c.nextID.Add(1))
+	resp, err := c.post(ctx, method, params, frame(id.Raw(), method, params))
+	if err != nil {
+		return nil, err
+	}
+	defer closeBody(resp.Body)
+	res, rpcErr, err := readResponse(resp.Header.Get("Content-Type"), resp.StatusCode, resp.Body, id, onMessage)
+	switch {
+	case rpcErr != nil:
+		return nil, rpcErr
+	case err != nil:
+		return nil, c.upstreamErr(method, resp.StatusCode, err)
+	}
+	return res, nil
+}
+
+// Notify POSTs a notification (the server answers 202 Accepted).
+func (c *Client) Notify(ctx context.Context, method string, params json.RawMessage, meta RequestMeta) error {
+	params, err := c.withEnvelope(params, meta)
+	if err != nil {
+		return fmt.Errorf("sep2663: %s: %w", method, err)
+	}
+	resp, err := c.post(ctx, method, params, frame("", method, params))
+	if err != nil {
+		return err
+	}
+	defer closeBody(resp.Body)
+	if resp.StatusCode/100 == 2 {
+		return nil
+	}
+	b, err := readCapped(resp.Body, maxBody)
+	if err == nil {
+		if m, derr := jsonrpc.Decode(b); derr == nil && m.Error != nil {
+			return m.Error
+		}
+		err = errors.New("no JSON-RPC body")
+	}
+	return c.upstreamErr(method, resp.StatusCode, err)
+}
+
+// post sends one framed message with the protocol headers.
+func (c *Client) post(ctx context.Context, method string, params, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, c.upstreamErr(method, 0, err)
+	}
+	for k, vs := range c.header {
+		req.Header[k] = append([]string(nil), vs...)
+	}
+	setProtocolHeaders(req.Header, method, params)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, c.upstreamErr(method, 0, err)
+	}
+	return resp, nil
+}
+
+// closeBody drains a little of what is left, so the connection can be reused, and closes.
+func closeBody(b io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(b, 64<<10))
+	_ = b.Close()
+}
+
+// frame builds the JSON-RPC message by hand, so params go out byte for byte (json.Marshal
+// would compact them and escape HTML characters). rawID "" makes a notification.
+func frame(rawID, method string, params []byte) []byte {
+	var b bytes.Buffer
+	b.Grow(len(params) + len(method) + 64)
+	b.WriteString(`{"jsonrpc":"2.0",`)
+	if rawID != "" {
+		b.WriteString(`"id":`)
+		b.WriteString(rawID)
+		b.WriteByte(',')
+	}
+	b.WriteString(`"method":`)
+	b.Write(quote(method))
+	b.WriteString(`,"params":`)
+	b.Write(params)
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// quote encodes s as a JSON string without HTML escaping.
+func quote(s string) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return bytes.TrimRight(b.Bytes(), "\n")
+}
+
+// withEnvelope returns params with the 2026-07-28 keys merged into params._meta. Only the
+// top level of params and of _meta is decoded; every other value is kept byte for byte.
+// The protocol version is always set (it must equal the header); capabilities and client
+// info are set from meta, else kept when already present, else defaulted.
+func (c *Client) withEnvelope(params json.RawMessage, meta RequestMeta) (json.RawMessage, error) {
+	top, err := decodeObject(params, "params")
+	if err != nil {
+		return nil, err
+	}
+	m, err := decodeObject(top["_meta"], "params._meta")
+	if err != nil {
+		return nil, err
+	}
+	m[MetaProtocolVersion] = quote(ProtocolVersion)
+	switch {
+	case meta.ClientCapabilities != nil:
+		if !json.Valid(meta.ClientCapabilities) || !gjson.ParseBytes(meta.ClientCapabilities).IsObject() {
+			return nil, errors.New("ClientCapabilities is not a JSON object")
+		}
+		m[MetaClientCapabilities] = meta.ClientCapabilities
+	case m[MetaClientCapabilities] == nil:
+		m[MetaClientCapabilities] = json.RawMessage("{}")
+	}
+	switch {
+	case meta.ClientInfo != nil:
+		m[MetaClientInfo] = marshal(meta.ClientInfo)
+	case m[MetaClientInfo] == nil:
+		m[MetaClientInfo] = marshal(c.info)
+	}
+	top["_meta"] = encodeObject(m)
+	return encodeObject(top), nil
+}
+
+// decodeObject decodes the top level of a JSON object; empty input and null give an empty map.
+func decodeObject(raw json.RawMessage, what string) (map[string]json.RawMessage, error) {
+	m := map[string]json.RawMessage{}
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || string(t) == "null" {
+		return m, nil
+	}
+	if t[0] != '{' {
+		return nil, fmt.Errorf("%s must be a JSON object", what)
+	}
+	if err := json.Unmarshal(t, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if m == nil { // "{}" can leave the map as made, but be safe
+		m = map[string]json.RawMessage{}
+	}
+	return m, nil
+}
+
+// encodeObject writes m with sorted keys and its values verbatim.
+func encodeObject(m map[string]json.RawMessage) json.RawMessage {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(quote(k))
+		b.WriteByte(':')
+		if v := m[k]; v == nil {
+			b.WriteString("null")
+		} else {
+			b.Write(v)
+		}
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// marshal encodes a value this package owns (never fails for its types).
+func marshal(v any) json.RawMessage {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic("sep2663: marshal: " + err.Error())
+	}
+	return bytes.TrimRight(b.Bytes(), "\n")
+}
+
+// withTasksExtension returns caps (a ClientCapabilities object; nil means {}) with
+// extensions[ExtensionTasks] declared. Caps that already declare it come back unchanged.
+func withTasksExtension(caps json.RawMessage) (json.RawMessage, error) {
+	top, err := decodeObject(caps, "ClientCapabilities")
+	if err != nil {
+		return nil, err
+	}
+	ext, err := decodeObject(top["extensions"], "ClientCapabilities.extensions")
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := ext[ExtensionTasks]; ok {
+		return caps, nil
+	}
+	ext[ExtensionTasks] = json.RawMessage("{}")
+	top["extensions"] = encodeObject(ext)
+	return encodeObject(top), nil
+}
+
+// tasksMeta is meta with the tasks extension declared, as every task-aware call needs: the
+// server may only create a task (or serve tasks/*) for a request that declared it.
+func tasksMeta(meta RequestMeta) (RequestMeta, error) {
+	caps, err := withTasksExtension(meta.ClientCapabilities)
+	if err != nil {
+		return meta, err
+	}
+	meta.ClientCapabilities = caps
+	return meta, nil
+}
+
+// invalid builds the UpstreamError for a reply that breaks the protocol.
+func (c *Client) invalid(method, format string, args ...any) error {
+	return c.upstreamErr(method, 0, fmt.Errorf("%w: "+format, append([]any{ErrInvalidReply}, args...)...))
+}
+
+// resultType reads result.resultType; a result without one is "complete". ok is false when
+// the result is not a JSON object or resultType is not a string.
+func resultType(result json.RawMessage) (string, bool) {
+	r := gjson.ParseBytes(result)
+	if !r.IsObject() {
+		return "", false
+	}
+	rt := r.Get("resultType")
+	switch rt.Type {
+	case gjson.Null:
+		if rt.Exists() {
+			return "", false
+		}
+		return ResultComplete, true
+	case gjson.String:
+		return rt.Str, true
+	}
+	return "", false
+}
+
+// Discover calls server/discover. Whether the versions and extensions suit taskbridge is
+// for the caller (fallback/) to decide.
+func (c *Client) Discover(ctx context.Context) (*DiscoverResult, error) {
+	res, err := c.Call(ctx, MethodDiscover, nil, RequestMeta{}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if rt, ok := resultType(res); !ok || rt != ResultComplete {
+		return nil, c.invalid(MethodDiscover, "resultType %q", gjson.GetBytes(res, "resultType").Raw)
+	}
+	var d DiscoverResult
+	if err := json.Unmarshal(res, &d); err != nil {
+		return nil, c.invalid(MethodDiscover, "%v", err)
+	}
+	if d.ResultType == "" {
+		d.ResultType = ResultComplete
+	}
+	return &d, nil
+}
+
+// ResultKind says which of the three tools/call answers arrived.
+type ResultKind int
+
+const (
+	KindComplete      ResultKind = iota // a CallToolResult
+	KindTask                            // a CreateTaskResult: poll tasks/get
+	KindInputRequired                   // an InputRequiredResult: retry with inputResponses
+)
+
+// String returns the resultType the kind stands for.
+func (k ResultKind) String() string {
+	switch k {
+	case KindComplete:
+		return ResultComplete
+	case KindTask:
+		return ResultTask
+	case KindInputRequired:
+		return ResultInputRequired
+	}
+	return "ResultKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// CallToolOutcome is a classified tools/call answer.
+type CallToolOutcome struct {
+	Kind   ResultKind
+	Result json.RawMessage      // the raw result, always set
+	Task   *Task                // Kind == KindTask
+	Input  *InputRequiredResult // Kind == KindInputRequired
+}
+
+// CallTool sends tools/call with the tasks extension declared (added to
+// meta.ClientCapabilities if missing) and classifies the answer by resultType: absent or
+// "complete", "task" (a flat Task; extra fields such as "content":[] are ignored) or
+// "input_required". Any other value, or a task without a taskId, is an invalid reply.
+func (c *Client) CallTool(ctx context.Context, params json.RawMessage, meta RequestMeta,
+	onMessage func(*jsonrpc.Message)) (*CallToolOutcome, error) {
+	meta, err := tasksMeta(meta)
+	if err != nil {
+		return nil, fmt.Errorf("sep2663: %s: %w", MethodToolsCall, err)
+	}
+	res, err := c.Call(ctx, MethodToolsCall, params, meta, onMessage)
+	if err != nil {
+		return nil, err
+	}
+	rt, ok := resultType(res)
+	if !ok {
+		return nil, c.invalid(MethodToolsCall, "result is not an object with a string resultType")
+	}
+	out := &CallToolOutcome{Result: res}
+	switch rt {
+	case ResultComplete:
+		out.Kind = KindComplete
+	case ResultTask:
+		var t Task
+		if err := json.Unmarshal(res, &t); err != nil {
+			return nil, c.invalid(MethodToolsCall, "task: %v", err)
+		}
+		if t.TaskID == "" {
+			return nil, c.invalid(MethodToolsCall, "task without taskId")
+		}
+		out.Kind, out.Task = KindTask, &t
+	case ResultInputRequired:
+		var in InputRequiredResult
+		if err := json.Unmarshal(res, &in); err != nil {
+			return nil, c.invalid(MethodToolsCall, "input_required: %v", err)
+		}
+		if len(in.InputRequests) == 0 && in.RequestState == "" {
+			return nil, c.invalid(MethodToolsCall, "input_required without inputRequests or requestState")
+		}
+		out.Kind, out.Input = KindInputRequired, &in
+	default:
+		return nil, c.invalid(MethodToolsCall, "unknown resultType %q", rt)
+	}
+	return out, nil
+}
+
+// GetTask calls tasks/get. It is lenient about resultType: "complete" (the schema) and
+// "task" (some spec examples) are both read as a DetailedTask.
+func (c *Client) GetTask(ctx context.Context, taskID string, meta RequestMeta) (*DetailedTask, error) {
+	res, err := c.taskCall(ctx, MethodTasksGet, GetTaskParams{TaskID: taskID}, meta)
+	if err != nil {
+		return nil, err
+	}
+	rt, ok := resultType(res)
+	if !ok || (rt != ResultComplete && rt != ResultTask) {
+		return nil, c.invalid(MethodTasksGet, "unknown resultType %q", rt)
+	}
+	var t DetailedTask
+	if err := json.Unmarshal(res, &t); err != nil {
+		return nil, c.invalid(MethodTasksGet, "%v", err)
+	}
+	if t.TaskID == "" {
+		return nil, c.invalid(MethodTasksGet, "task without taskId")
+	}
+	return &t, nil
+}
+
+// UpdateTask sends input responses with tasks/update. The ack is eventually consistent:
+// a tasks/get right after may not reflect the input yet.
+func (c *Client) UpdateTask(ctx context.Context, taskID string, responses InputResponses, meta RequestMeta) error {
+	if responses == nil {
+		responses = InputResponses{}
+	}
+	_, err := c.taskCall(ctx, MethodTasksUpdate, UpdateTaskParams{TaskID: taskID, InputResponses: responses}, meta)
+	return err
+}
+
+// CancelTask sends tasks/cancel. The ack does not mean the task is cancelled; it may still
+// complete or fail.
+func (c *Client) CancelTask(ctx context.Context, taskID string, meta RequestMeta) error {
+	_, err := c.taskCall(ctx, MethodTasksCancel, CancelTaskParams{TaskID: taskID}, meta)
+	return err
+}
+
+// taskCall sends a tasks/* request with the extension declared. The result of an ack is
+// not inspected beyond being a response.
+func (c *Client) taskCall(ctx context.Context, method string, params any, meta RequestMeta) (json.RawMessage, error) {
+	meta, err := tasksMeta(meta)
+	if err != nil {
+		return nil, fmt.Errorf("sep2663: %s: %w", method, err)
+	}
+	return c.Call(ctx, method, marshal(params), meta, nil)
+}

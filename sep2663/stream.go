@@ -1,0 +1,196 @@
+package sep2663
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+
+	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+)
+
+// maxBody caps a JSON reply body and each SSE event, so a broken or hostile upstream cannot
+// exhaust memory. A long SSE stream may carry more in total: only one event is held at once.
+const maxBody = 64 << 20
+
+// ErrInvalidReply is wrapped by every error about a reply that is not valid 2026-07-28
+// JSON-RPC (unknown resultType, missing taskId, a body that is not JSON-RPC, …).
+var ErrInvalidReply = errors.New("invalid upstream reply")
+
+// errTooLarge reports a body or SSE event above maxBody.
+var errTooLarge = fmt.Errorf("%w: larger than %d bytes", ErrInvalidReply, maxBody)
+
+// readResponse reads the reply to the request with id: a JSON body or, for a 2xx
+// text/event-stream, an SSE stream whose notifications go to onMessage (may be nil). It
+// returns the result, or the JSON-RPC error the server sent (rpcErr), or err for anything
+// else (I/O failures, bodies that are not JSON-RPC, a stream without the response). err never
+// holds a *jsonrpc.Error, so the caller can wrap it as an UpstreamError.
+func readResponse(contentType string, status int, body io.Reader, id jsonrpc.ID,
+	onMessage func(*jsonrpc.Message)) (result json.RawMessage, rpcErr *jsonrpc.Error, err error) {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	if mt == "text/event-stream" && status/100 == 2 {
+		return readStream(body, id, onMessage)
+	}
+	b, err := readCapped(body, maxBody)
+	if err != nil {
+		return nil, nil, err
+	}
+	return decodeReply(b, status, id)
+}
+
+// readCapped reads all of r, failing beyond limit bytes.
+func readCapped(r io.Reader, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, errTooLarge
+	}
+	return b, nil
+}
+
+// decodeReply interprets a whole JSON body received with the HTTP status.
+func decodeReply(b []byte, status int, id jsonrpc.ID) (json.RawMessage, *jsonrpc.Error, error) {
+	ok2xx := status/100 == 2
+	if len(bytes.TrimSpace(b)) == 0 {
+		if ok2xx {
+			return nil, nil, fmt.Errorf("%w: empty body", ErrInvalidReply)
+		}
+		return nil, nil, errors.New("no JSON-RPC body")
+	}
+	m, err := jsonrpc.Decode(b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: body is not JSON-RPC: %s", ErrInvalidReply, jsonrpc.AsError(err).Message)
+	}
+	if !m.IsResponse() {
+		return nil, nil, fmt.Errorf("%w: expected a response, got %q", ErrInvalidReply, m.Method)
+	}
+	if m.Error != nil && (sameID(m.ID, id) || m.ID.IsNull()) {
+		return nil, m.Error, nil
+	}
+	if !sameID(m.ID, id) {
+		return nil, nil, fmt.Errorf("%w: response id %s, want %s", ErrInvalidReply, m.ID.Raw(), id.Raw())
+	}
+	if !ok2xx {
+		return nil, nil, fmt.Errorf("%w: result with a non-2xx status", ErrInvalidReply)
+	}
+	return m.Result, nil, nil
+}
+
+// sameID compares ids by value, so 7 and "7" match (some servers echo numbers as strings).
+func sameID(a, b jsonrpc.ID) bool { return a.Raw() == b.Raw() || a.String() == b.String() }
+
+// readStream reads SSE events until the response to id arrives. Comment lines (":") are
+// keep-alives; events whose type is not "message" and empty events are skipped; requests
+// from the server (forbidden in 2026-07-28) and responses to other ids are ignored.
+func readStream(body io.Reader, id jsonrpc.ID, onMessage func(*jsonrpc.Message)) (json.RawMessage, *jsonrpc.Error, error) {
+	br := bufio.NewReaderSize(body, 32<<10)
+	var ev sseEvent
+	for {
+		line, err := readLine(br, maxBody)
+		if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
+			if errors.Is(err, io.EOF) {
+				// An unterminated last event is still delivered (lenient), then the stream is over.
+				if res, rpcErr, done, derr := ev.dispatch(id, onMessage); done || derr != nil {
+					return res, rpcErr, derr
+				}
+				return nil, nil, errors.New("stream ended before the response")
+			}
+			return nil, nil, err
+		}
+		if len(line) == 0 {
+			if res, rpcErr, done, derr := ev.dispatch(id, onMessage); done || derr != nil {
+				return res, rpcErr, derr
+			}
+			continue
+		}
+		if err := ev.field(line); err != nil {
+			return nil, nil, err
+		}
+	}
+}
+
+// sseEvent accumulates the fields of one SSE event.
+type sseEvent struct {
+	typ     string
+	data    []byte
+	hasData bool
+}
+
+// field applies one non-empty line of the stream.
+func (ev *sseEvent) field(line []byte) error {
+	if line[0] == ':' {
+		return nil
+	}
+	name, value, found := bytes.Cut(line, []byte(":"))
+	if found && len(value) > 0 && value[0] == ' ' {
+		value = value[1:]
+	}
+	switch string(name) {
+	case "data":
+		if ev.hasData {
+			ev.data = append(ev.data, '\n')
+		}
+		ev.data = append(ev.data, value...)
+		ev.hasData = true
+		if len(ev.data) > maxBody {
+			return errTooLarge
+		}
+	case "event":
+		ev.typ = string(value)
+	}
+	return nil
+}
+
+// dispatch handles the finished event and resets ev. done is true when the response to id
+// was found (res or rpcErr is set).
+func (ev *sseEvent) dispatch(id jsonrpc.ID, onMessage func(*jsonrpc.Message)) (res json.RawMessage, rpcErr *jsonrpc.Error, done bool, err error) {
+	data, typ, has := ev.data, ev.typ, ev.hasData
+	*ev = sseEvent{}
+	if !has || (typ != "" && typ != "message") || len(bytes.TrimSpace(data)) == 0 {
+		return nil, nil, false, nil
+	}
+	m, derr := jsonrpc.Decode(data)
+	if derr != nil {
+		return nil, nil, false, fmt.Errorf("%w: SSE event is not JSON-RPC: %s", ErrInvalidReply, jsonrpc.AsError(derr).Message)
+	}
+	switch {
+	case m.IsNotification():
+		if onMessage != nil {
+			onMessage(m)
+		}
+	case m.IsResponse() && m.Error != nil && (sameID(m.ID, id) || m.ID.IsNull()):
+		return nil, m.Error, true, nil
+	case m.IsResponse() && sameID(m.ID, id):
+		return m.Result, nil, true, nil
+	}
+	return nil, nil, false, nil
+}
+
+// readLine returns the next line without its line ending ("\n" or "\r\n"), failing when it
+// exceeds limit bytes. At the end of input it returns the last partial line with io.EOF.
+func readLine(br *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > limit+2 {
+			return nil, errTooLarge
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err != nil {
+			return line, err
+		}
+		line = line[:len(line)-1]
+		if n := len(line); n > 0 && line[n-1] == '\r' {
+			line = line[:n-1]
+		}
+		return line, nil
+	}
+}

@@ -1,0 +1,105 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// migrations holds the schema changes in order; migrations[i] brings the schema to version
+// i+1. Append only: a released migration never changes.
+var migrations = []string{
+	// 1: sessions, tasks, inputs.
+	`
+CREATE TABLE sessions (
+	id                  TEXT PRIMARY KEY,
+	protocol_version    TEXT NOT NULL,
+	client_info         BLOB,
+	client_capabilities BLOB,
+	principal           TEXT NOT NULL,
+	created_at          INTEGER NOT NULL,
+	last_seen_at        INTEGER NOT NULL,
+	closed              INTEGER NOT NULL DEFAULT 0
+) STRICT;
+
+CREATE TABLE tasks (
+	id               TEXT PRIMARY KEY,
+	owner            TEXT NOT NULL,
+	session_id       TEXT NOT NULL,
+	request_id       TEXT NOT NULL,
+	idempotency_key  TEXT NOT NULL,
+	origin           TEXT NOT NULL,
+	upstream_task_id TEXT NOT NULL,
+	mode             TEXT NOT NULL,
+	tool             TEXT NOT NULL,
+	args_hash        TEXT NOT NULL,
+	status           TEXT NOT NULL,
+	status_message   TEXT NOT NULL,
+	created_at       INTEGER NOT NULL,
+	last_updated_at  INTEGER NOT NULL,
+	ttl_ms           INTEGER,
+	poll_interval_ms INTEGER NOT NULL,
+	upstream_poll_ms INTEGER NOT NULL,
+	result           BLOB,
+	rpc_error        BLOB,
+	outcome          TEXT NOT NULL,
+	outcome_detail   TEXT NOT NULL,
+	progress_token   BLOB,
+	version          INTEGER NOT NULL
+) STRICT;
+
+CREATE INDEX tasks_owner_created ON tasks (owner, created_at DESC, id DESC);
+CREATE UNIQUE INDEX tasks_session_request ON tasks (session_id, request_id) WHERE request_id != '';
+CREATE UNIQUE INDEX tasks_owner_idempotency ON tasks (owner, idempotency_key) WHERE idempotency_key != '';
+CREATE INDEX tasks_status ON tasks (status);
+
+CREATE TABLE inputs (
+	task_id      TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+	key          TEXT NOT NULL,
+	method       TEXT NOT NULL,
+	params       BLOB,
+	request_id   TEXT NOT NULL,
+	delivered_at INTEGER,
+	response     BLOB,
+	answered_at  INTEGER,
+	forwarded_at INTEGER,
+	PRIMARY KEY (task_id, key)
+) STRICT;
+
+CREATE UNIQUE INDEX inputs_request ON inputs (request_id) WHERE request_id != '';
+`,
+}
+
+// migrate applies the migrations the database lacks, in one IMMEDIATE transaction, so two
+// processes opening a new file together apply each migration once. A database written by
+// a newer taskbridge (a version we do not know) is refused rather than guessed at.
+func migrate(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (
+		version    INTEGER PRIMARY KEY,
+		applied_at INTEGER NOT NULL
+	) STRICT`); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	var cur int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&cur); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if cur > len(migrations) {
+		return fmt.Errorf("migrate: database schema version %d is newer than this build knows (%d)", cur, len(migrations))
+	}
+	for v := cur + 1; v <= len(migrations); v++ {
+		if _, err := tx.ExecContext(ctx, migrations[v-1]); err != nil {
+			return fmt.Errorf("migrate to version %d: %w", v, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (version, applied_at) VALUES (?, ?)`, v, time.Now().UnixMilli()); err != nil {
+			return fmt.Errorf("migrate to version %d: %w", v, err)
+		}
+	}
+	return tx.Commit()
+}
