@@ -36,6 +36,19 @@
 // A client disconnect cancels the Serve ctx; it is not a JSON-RPC cancellation, which
 // arrives as notifications/cancelled through Notify.
 //
+// Decisions the spec leaves open:
+//   - A second GET for a session replaces the first (the older stream ends), rather than
+//     409: a client reconnecting after a half-open connection is served at once, and only
+//     the holder of the session id can open it.
+//   - Push never blocks: each GET stream buffers 64 events; when the buffer is full, or no
+//     stream is open here, Push reports false and the bridge chooses another path.
+//   - HTTP-level errors (400/403/404/405/406/413/415/503) carry a JSON-RPC error with id
+//     null; errors of the request itself travel in a 200 response with the request's id.
+//   - Notify and Respond run before the 202 goes out, so a 202 means the bridge has the
+//     message (for example an elicitation answer recorded in the store).
+//   - LastSeenAt is written at most once a minute per session: skipped when the stored
+//     value is recent, and deduplicated within the process for concurrent requests.
+//
 // Not implemented: SSE event ids and resumption with Last-Event-ID (a GET carrying it gets
 // a fresh standalone stream; clients recover by issuing tasks/result again), and the
 // 2024-11-05 HTTP+SSE transport.

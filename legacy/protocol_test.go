@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-func i64(v int64) *int64 { return &v }
+func protoI64(v int64) *int64 { return &v }
 
-var leaf = &struct{}{}
+var protoLeaf = &struct{}{}
 
 // wireCases pin every 2025-11-25 wire type: value → exact JSON → value.
 var wireCases = []struct {
@@ -21,26 +21,26 @@ var wireCases = []struct {
 		TaskID: "786512e2-9e0d-44bd-8f29-789f320fe840", Status: StatusWorking,
 		StatusMessage: "The operation is now in progress.",
 		CreatedAt:     "2025-11-25T10:30:00Z", LastUpdatedAt: "2025-11-25T10:40:00Z",
-		TTL: i64(60000), PollInterval: i64(5000),
+		TTL: protoI64(60000), PollInterval: protoI64(5000),
 	}, `{"taskId":"786512e2-9e0d-44bd-8f29-789f320fe840","status":"working","statusMessage":"The operation is now in progress.","createdAt":"2025-11-25T10:30:00Z","lastUpdatedAt":"2025-11-25T10:40:00Z","ttl":60000,"pollInterval":5000}`},
 	{"Task/ttl null, optional fields absent", &Task{
 		TaskID: "t1", Status: StatusCompleted,
 		CreatedAt: "2026-11-29T07:21:21.240Z", LastUpdatedAt: "2026-11-29T07:21:22.242Z",
 	}, `{"taskId":"t1","status":"completed","createdAt":"2026-11-29T07:21:21.240Z","lastUpdatedAt":"2026-11-29T07:21:22.242Z","ttl":null}`},
 	{"Task/ttl zero is not null", &Task{
-		TaskID: "t2", Status: StatusInputRequired, CreatedAt: "a", LastUpdatedAt: "b", TTL: i64(0),
+		TaskID: "t2", Status: StatusInputRequired, CreatedAt: "a", LastUpdatedAt: "b", TTL: protoI64(0),
 	}, `{"taskId":"t2","status":"input_required","createdAt":"a","lastUpdatedAt":"b","ttl":0}`},
 	{"CreateTaskResult", &CreateTaskResult{Task: Task{
-		TaskID: "b75f", Status: StatusWorking, CreatedAt: "c", LastUpdatedAt: "c", TTL: i64(120000), PollInterval: i64(250),
+		TaskID: "b75f", Status: StatusWorking, CreatedAt: "c", LastUpdatedAt: "c", TTL: protoI64(120000), PollInterval: protoI64(250),
 	}}, `{"task":{"taskId":"b75f","status":"working","createdAt":"c","lastUpdatedAt":"c","ttl":120000,"pollInterval":250}}`},
 	{"CreateTaskResult/immediate response", &CreateTaskResult{
 		Task: Task{TaskID: "x", Status: StatusWorking, CreatedAt: "c", LastUpdatedAt: "c"},
 		Meta: map[string]json.RawMessage{MetaModelImmediateResponse: json.RawMessage(`"Started; I'll report back."`)},
 	}, `{"task":{"taskId":"x","status":"working","createdAt":"c","lastUpdatedAt":"c","ttl":null},"_meta":{"io.modelcontextprotocol/model-immediate-response":"Started; I'll report back."}}`},
 	{"TaskMetadata/empty", &TaskMetadata{}, `{}`},
-	{"TaskMetadata/ttl", &TaskMetadata{TTL: i64(60000)}, `{"ttl":60000}`},
+	{"TaskMetadata/ttl", &TaskMetadata{TTL: protoI64(60000)}, `{"ttl":60000}`},
 	{"ListTasksResult", &ListTasksResult{
-		Tasks:      []Task{{TaskID: "a", Status: StatusFailed, StatusMessage: "boom", CreatedAt: "c", LastUpdatedAt: "d", TTL: i64(1)}},
+		Tasks:      []Task{{TaskID: "a", Status: StatusFailed, StatusMessage: "boom", CreatedAt: "c", LastUpdatedAt: "d", TTL: protoI64(1)}},
 		NextCursor: "next-page-cursor",
 	}, `{"tasks":[{"taskId":"a","status":"failed","statusMessage":"boom","createdAt":"c","lastUpdatedAt":"d","ttl":1}],"nextCursor":"next-page-cursor"}`},
 	{"ListTasksResult/empty", &ListTasksResult{Tasks: []Task{}}, `{"tasks":[]}`},
@@ -65,16 +65,16 @@ var wireCases = []struct {
 		ProtocolVersion: "2025-06-18", Capabilities: json.RawMessage(`{}`), ServerInfo: Implementation{Name: "s", Version: "2"},
 	}, `{"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"s","version":"2"}}`},
 	{"ServerTasksCapability/full", &ServerTasksCapability{
-		List: leaf, Cancel: leaf, Requests: &ServerTaskRequestsCapability{Tools: &ToolsTaskCapability{Call: leaf}},
+		List: protoLeaf, Cancel: protoLeaf, Requests: &ServerTaskRequestsCapability{Tools: &ToolsTaskCapability{Call: protoLeaf}},
 	}, `{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`},
 	{"ServerTasksCapability/empty", &ServerTasksCapability{}, `{}`},
 	{"ClientTasksCapability/lifecycle example", &ClientTasksCapability{
 		Requests: &ClientTaskRequestsCapability{
-			Sampling:    &SamplingTaskCapability{CreateMessage: leaf},
-			Elicitation: &ElicitationTaskCapability{Create: leaf},
+			Sampling:    &SamplingTaskCapability{CreateMessage: protoLeaf},
+			Elicitation: &ElicitationTaskCapability{Create: protoLeaf},
 		},
 	}, `{"requests":{"sampling":{"createMessage":{}},"elicitation":{"create":{}}}}`},
-	{"ClientTasksCapability/full", &ClientTasksCapability{List: leaf, Cancel: leaf}, `{"list":{},"cancel":{}}`},
+	{"ClientTasksCapability/full", &ClientTasksCapability{List: protoLeaf, Cancel: protoLeaf}, `{"list":{},"cancel":{}}`},
 	{"ToolExecution/optional", &ToolExecution{TaskSupport: TaskSupportOptional}, `{"taskSupport":"optional"}`},
 	{"ToolExecution/absent", &ToolExecution{}, `{}`},
 }
@@ -128,13 +128,13 @@ func TestDecodeRealPeerTask(t *testing.T) {
 	}
 }
 
-// Capability leaves are objects: a boolean leaf (rust-sdk #627) must not decode as "supported".
+// Capability leaves are objects: a boolean protoLeaf (rust-sdk #627) must not decode as "supported".
 func TestCapabilityLeavesAreObjects(t *testing.T) {
 	var c ServerTasksCapability
 	if err := json.Unmarshal([]byte(`{"list":true}`), &c); err == nil {
-		t.Fatalf("boolean leaf accepted: %+v", c)
+		t.Fatalf("boolean protoLeaf accepted: %+v", c)
 	}
-	got, _ := json.Marshal(ServerTasksCapability{List: leaf})
+	got, _ := json.Marshal(ServerTasksCapability{List: protoLeaf})
 	if !bytes.Equal(got, []byte(`{"list":{}}`)) {
 		t.Fatalf("got %s", got)
 	}

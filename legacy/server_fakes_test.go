@@ -29,6 +29,9 @@ type memStore struct {
 	sessions map[string]store.Session
 	touches  []string // session ids, in TouchSession order
 	getErr   error    // returned by GetSession when set
+	// touchDelay slows TouchSession down, widening the window in which a concurrent
+	// request still reads the old LastSeenAt.
+	touchDelay time.Duration
 }
 
 var errUnused = errors.New("memStore: not used by the legacy HTTP face")
@@ -59,6 +62,10 @@ func (m *memStore) GetSession(_ context.Context, id string) (*store.Session, err
 }
 
 func (m *memStore) TouchSession(_ context.Context, id string, at time.Time) error {
+	m.mu.Lock()
+	delay := m.touchDelay
+	m.mu.Unlock()
+	time.Sleep(delay)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.sessions[id]

@@ -26,12 +26,6 @@ const (
 // (2025-11-25 §Transports: "the server SHOULD assume 2025-03-26").
 const headerDefaultVersion = "2025-03-26"
 
-// The protocol revisions this face speaks, newest first. They mirror ProtocolVersion and
-// SupportedVersions of protocol.go, kept here under private names until that file exists.
-var faceVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
-
-const faceLatestVersion = "2025-11-25"
-
 // touchEvery bounds how often a session's LastSeenAt is written: once a minute is precise
 // enough for the migration report and keeps the store out of the hot path.
 const touchEvery = time.Minute
@@ -68,7 +62,7 @@ func validSessionID(id string) bool {
 }
 
 // supportedVersion reports whether v is a protocol revision this face speaks.
-func supportedVersion(v string) bool { return slices.Contains(faceVersions, v) }
+func supportedVersion(v string) bool { return slices.Contains(SupportedVersions, v) }
 
 // negotiateVersion applies the initialize rule: the client's version when supported, else
 // the newest one.
@@ -76,7 +70,7 @@ func negotiateVersion(clientVersion string) string {
 	if supportedVersion(clientVersion) {
 		return clientVersion
 	}
-	return faceLatestVersion
+	return ProtocolVersion
 }
 
 // newSession builds the record for an initialize request. Params stay raw: clientInfo and
@@ -91,7 +85,7 @@ func newSession(params json.RawMessage, now time.Time) *store.Session {
 	if v.Type == gjson.String {
 		s.ProtocolVersion = negotiateVersion(v.Str)
 	} else {
-		s.ProtocolVersion = faceLatestVersion
+		s.ProtocolVersion = ProtocolVersion
 	}
 	if r := gjson.GetBytes(params, "clientInfo"); r.IsObject() {
 		s.ClientInfo = json.RawMessage(r.Raw)
@@ -108,7 +102,7 @@ func checkVersionHeader(r *http.Request) *jsonrpc.Error {
 	if v == "" || supportedVersion(v) {
 		return nil
 	}
-	return errBadVersion.Wrapf("%q (supported: %s)", v, strings.Join(faceVersions, ", "))
+	return errBadVersion.Wrapf("%q (supported: %s)", v, strings.Join(SupportedVersions, ", "))
 }
 
 // session finds the live session a non-initialize request belongs to. On failure it has

@@ -188,6 +188,9 @@ func TestTouchBurstTouchesOnce(t *testing.T) {
 	e := newEnv(t, nil)
 	sid := e.initSession()
 	e.clock.Advance(2 * time.Minute)
+	e.st.mu.Lock()
+	e.st.touchDelay = 100 * time.Millisecond
+	e.st.mu.Unlock()
 	done := make(chan struct{})
 	for range 20 {
 		go func() {

@@ -85,7 +85,7 @@ func Observe(dt *sep2663.DetailedTask) (Observation, error) {
 			e = jsonrpc.NewError(jsonrpc.CodeInternalError, msgFailedNoError)
 		}
 		o.Error, _ = json.Marshal(e) // a *jsonrpc.Error with valid Data always encodes
-		if o.Error == nil {           // Data held invalid JSON: keep code and message
+		if o.Error == nil {          // Data held invalid JSON: keep code and message
 			o.Error, _ = json.Marshal(jsonrpc.NewError(e.Code, e.Message))
 		}
 		if o.StatusMessage == "" {

@@ -155,7 +155,7 @@ func (c *Client) Notify(ctx context.Context, method string, params json.RawMessa
 	if resp.StatusCode/100 == 2 {
 		return nil
 	}
-	b, err := readCapped(resp.Body, maxBody)
+	b, err := readCapped(resp.Body, int64(maxBody))
 	if err == nil {
 		if m, derr := jsonrpc.Decode(b); derr == nil && m.Error != nil {
 			return m.Error

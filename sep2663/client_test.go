@@ -532,9 +532,9 @@ func TestCallTool(t *testing.T) {
 
 func TestWithTasksExtension(t *testing.T) {
 	for in, want := range map[string]string{
-		``:                                  `{"extensions":{"io.modelcontextprotocol/tasks":{}}}`,
-		`{}`:                                `{"extensions":{"io.modelcontextprotocol/tasks":{}}}`,
-		`{"extensions":{"a":{"x":1}}}`:      `{"extensions":{"a":{"x":1},"io.modelcontextprotocol/tasks":{}}}`,
+		``:                             `{"extensions":{"io.modelcontextprotocol/tasks":{}}}`,
+		`{}`:                           `{"extensions":{"io.modelcontextprotocol/tasks":{}}}`,
+		`{"extensions":{"a":{"x":1}}}`: `{"extensions":{"a":{"x":1},"io.modelcontextprotocol/tasks":{}}}`,
 		`{"extensions":{"io.modelcontextprotocol/tasks":{ }},"roots":{}}`: `{"extensions":{"io.modelcontextprotocol/tasks":{ }},"roots":{}}`,
 	} {
 		got, err := withTasksExtension(json.RawMessage(in))

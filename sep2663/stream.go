@@ -12,16 +12,17 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 )
 
-// maxBody caps a JSON reply body and each SSE event, so a broken or hostile upstream cannot
-// exhaust memory. A long SSE stream may carry more in total: only one event is held at once.
-const maxBody = 64 << 20
+// maxBody caps a JSON reply body and each SSE event (64 MiB), so a broken or hostile
+// upstream cannot exhaust memory. A long SSE stream may carry more in total: only one event
+// is held at once. It is a variable only so tests can lower it.
+var maxBody = 64 << 20
 
 // ErrInvalidReply is wrapped by every error about a reply that is not valid 2026-07-28
 // JSON-RPC (unknown resultType, missing taskId, a body that is not JSON-RPC, …).
 var ErrInvalidReply = errors.New("invalid upstream reply")
 
 // errTooLarge reports a body or SSE event above maxBody.
-var errTooLarge = fmt.Errorf("%w: larger than %d bytes", ErrInvalidReply, maxBody)
+var errTooLarge = fmt.Errorf("%w: body or event larger than the size cap", ErrInvalidReply)
 
 // readResponse reads the reply to the request with id: a JSON body or, for a 2xx
 // text/event-stream, an SSE stream whose notifications go to onMessage (may be nil). It
@@ -34,7 +35,7 @@ func readResponse(contentType string, status int, body io.Reader, id jsonrpc.ID,
 	if mt == "text/event-stream" && status/100 == 2 {
 		return readStream(body, id, onMessage)
 	}
-	b, err := readCapped(body, maxBody)
+	b, err := readCapped(body, int64(maxBody))
 	if err != nil {
 		return nil, nil, err
 	}

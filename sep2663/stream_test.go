@@ -10,10 +10,27 @@ import (
 )
 
 func TestReadResponseTooLarge(t *testing.T) {
-	big := strings.NewReader(`{"jsonrpc":"2.0","id":1,"result":"` + strings.Repeat("a", maxBody) + `"}`)
-	_, _, err := readResponse("application/json", 200, big, jsonrpc.IntID(1), nil)
-	if !errors.Is(err, ErrInvalidReply) || !strings.Contains(err.Error(), "larger than") {
-		t.Fatalf("err = %v", err)
+	defer func(n int) { maxBody = n }(maxBody)
+	maxBody = 1 << 10
+	payload := strings.Repeat("a", maxBody)
+	for name, tc := range map[string]struct{ ctype, body string }{
+		"json":      {"application/json", `{"jsonrpc":"2.0","id":1,"result":"` + payload + `"}`},
+		"sse line":  {"text/event-stream", `data: {"jsonrpc":"2.0","id":1,"result":"` + payload + "\"}\n\n"},
+		"sse event": {"text/event-stream", strings.Repeat("data: "+payload[:100]+"\n", 20) + "\n"},
+	} {
+		_, _, err := readResponse(tc.ctype, 200, strings.NewReader(tc.body), jsonrpc.IntID(1), nil)
+		if !errors.Is(err, ErrInvalidReply) || !strings.Contains(err.Error(), "size cap") {
+			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+	// Many events that are each under the cap are fine: only one event is held at a time.
+	var b strings.Builder
+	for range 50 {
+		b.WriteString(`data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"p":"` + payload[:500] + "\"}}\n\n")
+	}
+	b.WriteString(`data: {"jsonrpc":"2.0","id":1,"result":{}}` + "\n\n")
+	if res, _, err := readResponse("text/event-stream", 200, strings.NewReader(b.String()), jsonrpc.IntID(1), nil); err != nil || string(res) != `{}` {
+		t.Fatalf("long stream: %s, %v", res, err)
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 	"github.com/taskbridge/taskbridge/bridge"
 	"github.com/taskbridge/taskbridge/sep2663"
 	"github.com/taskbridge/taskbridge/store"
-
+	"github.com/taskbridge/taskbridge/store/postgres"
 	"github.com/taskbridge/taskbridge/store/sqlite"
 )
 
@@ -105,7 +105,7 @@ func openStore(ctx context.Context, spec string) (store.Store, error) {
 	case strings.HasPrefix(spec, "sqlite:"):
 		return sqlite.Open(ctx, strings.TrimPrefix(spec, "sqlite:"))
 	case strings.HasPrefix(spec, "postgres://"), strings.HasPrefix(spec, "postgresql://"):
-		return nil, errors.New("postgres store: not yet")
+		return postgres.Open(ctx, spec)
 	}
 	return nil, fmt.Errorf("--store %q: want sqlite:PATH or postgres://…", spec)
 }

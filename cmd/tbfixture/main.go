@@ -58,6 +58,7 @@ func run() error {
 		return err
 	case <-ctx.Done():
 	}
+	srv.Close() // ends running tasks and synchronous tool sleeps, so Shutdown is quick
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {

@@ -29,8 +29,11 @@ type Client struct {
 	HTTP      *http.Client
 	Version   string         // protocol version to offer; default 2025-11-25
 	Caps      string         // client capabilities JSON; default {"elicitation":{"form":{}}}
-	OnRequest RequestHandler // nil: server requests get -32601
-	Header    http.Header    // extra headers (Authorization, …)
+	OnRequest RequestHandler // nil: server requests go to Requests, or get -32601
+	// Requests receives server→client requests unanswered when OnRequest is nil, so a test
+	// can answer them itself (with Respond), late, twice, or through another bridge.
+	Requests chan *jsonrpc.Message
+	Header   http.Header // extra headers (Authorization, …)
 
 	session atomic.Value // string
 	nextID  atomic.Int64
@@ -176,6 +179,8 @@ func (c *Client) readSSE(ctx context.Context, r io.Reader, resp **jsonrpc.Messag
 				*resp = m
 			}
 			return false
+		case m.IsRequest() && c.OnRequest == nil && c.Requests != nil:
+			c.Requests <- m
 		case m.IsRequest():
 			go c.answer(ctx, m)
 		default:

@@ -1,0 +1,141 @@
+package bridge_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/tidwall/gjson"
+
+	"strings"
+
+	"github.com/taskbridge/taskbridge/bridge"
+	"github.com/taskbridge/taskbridge/internal/fixture"
+	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/legacyclient"
+	"github.com/taskbridge/taskbridge/sep2663"
+	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/store/sqlite"
+)
+
+// env is one fixture upstream and one bridge on loopback, with a real SQLite store.
+type env struct {
+	t      *testing.T
+	fx     *fixture.Server
+	upURL  string
+	st     store.Store
+	dbPath string
+	b      *bridge.Bridge
+	url    string
+}
+
+type envOpt func(*bridge.Config, *fixture.Options)
+
+func newEnv(t *testing.T, opts ...envOpt) *env {
+	t.Helper()
+	fo := fixture.Options{Scale: 0.1, PollIntervalMs: 100}
+	cfg := bridge.Config{Logger: zerolog.Nop(), PollFloorMs: 100, Heartbeat: 200 * time.Millisecond}
+	for _, o := range opts {
+		o(&cfg, &fo)
+	}
+	fx := fixture.New(fo)
+	up := httptest.NewServer(fx)
+	t.Cleanup(func() { up.Close(); fx.Close() })
+	e := &env{t: t, fx: fx, upURL: up.URL + "/mcp", dbPath: filepath.Join(t.TempDir(), "tb.db")}
+	e.start(cfg)
+	return e
+}
+
+// start runs a bridge on the env's store file (again, after a restart).
+func (e *env) start(cfg bridge.Config) {
+	t := e.t
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, e.dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Store = st
+	cfg.Upstream = sep2663.NewClient(sep2663.ClientOptions{URL: e.upURL})
+	if cfg.PollFloorMs == 0 {
+		cfg.PollFloorMs = 100
+	}
+	if cfg.Heartbeat == 0 {
+		cfg.Heartbeat = 200 * time.Millisecond
+	}
+	b, err := bridge.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", b.Handler())
+	srv := httptest.NewServer(mux)
+	e.st, e.b, e.url = st, b, srv.URL+"/mcp"
+	t.Cleanup(func() {
+		srv.Close()
+		b.Close(context.Background())
+		st.Close()
+	})
+}
+
+// client opens an initialized legacy session.
+func (e *env) client() *legacyclient.Client {
+	e.t.Helper()
+	c := legacyclient.New(e.url)
+	if _, err := c.Initialize(context.Background()); err != nil {
+		e.t.Fatalf("initialize: %v", err)
+	}
+	return c
+}
+
+func call(t *testing.T, c *legacyclient.Client, method string, params any) gjson.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := c.Call(ctx, method, params)
+	if err != nil {
+		t.Fatalf("%s: %v", method, err)
+	}
+	return gjson.ParseBytes(res)
+}
+
+func callErr(t *testing.T, c *legacyclient.Client, method string, params any) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := c.Call(ctx, method, params)
+	if err == nil {
+		t.Fatalf("%s: want an error, got success", method)
+	}
+	return err
+}
+
+func raw(s string) json.RawMessage { return json.RawMessage(s) }
+
+func id(taskID string) map[string]string { return map[string]string{"taskId": taskID} }
+
+// clientT is a legacy test client.
+type clientT struct{ *legacyclient.Client }
+
+func newClientT(url string) *clientT { return &clientT{legacyclient.New(url)} }
+
+// newEnvAt runs a bridge in front of an arbitrary upstream URL (e.g. a closed port).
+func newEnvAt(t *testing.T, upstreamURL string) *env {
+	e := &env{t: t, upURL: upstreamURL, dbPath: filepath.Join(t.TempDir(), "tb.db")}
+	e.start(bridge.Config{Logger: zerolog.Nop()})
+	return e
+}
+
+// fixtureProtocolError is the JSON-RPC error the fixture's protocol_error_job ends with.
+func fixtureProtocolError(t *testing.T, _ *env) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeInternalError, "Internal error: simulated protocol failure")
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }

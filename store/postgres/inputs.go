@@ -1,0 +1,124 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// PutInputs inserts the inputs that do not exist yet, in one transaction. ErrNotFound when
+// an input names an unknown task.
+func (s *Store) PutInputs(ctx context.Context, in []store.Input) error {
+	if len(in) == 0 {
+		return nil
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		for _, x := range in {
+			_, err := tx.Exec(ctx, `INSERT INTO inputs
+				(task_id, key, method, params, request_id, delivered_at, response, answered_at, forwarded_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+				ON CONFLICT (task_id, key) DO NOTHING`,
+				x.TaskID, x.Key, x.Method, rawArg(x.Params), x.RequestID, nullMs(x.DeliveredAt),
+				rawArg(x.Response), nullMs(x.AnsweredAt), nullMs(x.ForwardedAt))
+			if err != nil {
+				return fmt.Errorf("input %s/%s: %w", x.TaskID, x.Key, mapErr(err))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: put inputs: %w", err)
+	}
+	return nil
+}
+
+const inputColumns = `task_id, key, method, params, request_id, delivered_at, response, answered_at, forwarded_at`
+
+func scanInput(row pgx.Row) (store.Input, error) {
+	var (
+		in                   store.Input
+		params, resp         []byte
+		deliv, answ, forward *int64
+	)
+	if err := row.Scan(&in.TaskID, &in.Key, &in.Method, &params, &in.RequestID, &deliv, &resp, &answ, &forward); err != nil {
+		return in, err
+	}
+	in.Params, in.Response = rawOf(params), rawOf(resp)
+	in.DeliveredAt, in.AnsweredAt, in.ForwardedAt = timePtr(deliv), timePtr(answ), timePtr(forward)
+	return in, nil
+}
+
+// ListInputs returns the task's inputs in key order.
+func (s *Store) ListInputs(ctx context.Context, taskID string) ([]store.Input, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+inputColumns+` FROM inputs WHERE task_id = $1 ORDER BY key`, taskID)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list inputs: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Input
+	for rows.Next() {
+		in, err := scanInput(rows)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: list inputs: %w", err)
+		}
+		out = append(out, in)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: list inputs: %w", err)
+	}
+	return out, nil
+}
+
+// MarkInputDelivered records a delivery under requestID, replacing an earlier one.
+// ErrConflict when another input holds requestID.
+func (s *Store) MarkInputDelivered(ctx context.Context, taskID, key, requestID string, at time.Time) error {
+	return s.execOne(ctx, "mark input delivered",
+		`UPDATE inputs SET request_id = $1, delivered_at = $2 WHERE task_id = $3 AND key = $4`,
+		requestID, msOf(at), taskID, key)
+}
+
+// FindInputByRequestID returns the input delivered under requestID, or ErrNotFound.
+func (s *Store) FindInputByRequestID(ctx context.Context, requestID string) (*store.Input, error) {
+	in, err := scanInput(s.pool.QueryRow(ctx, `SELECT `+inputColumns+` FROM inputs
+		WHERE request_id = $1 AND request_id <> ''`, requestID))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: find input by request id: %w", mapErr(err))
+	}
+	return &in, nil
+}
+
+// AnswerInput stores resp if the input has no answer yet. The condition sits in the
+// UPDATE itself: concurrent updates of the row queue on its lock and re-check the
+// condition, so exactly one answer wins across every replica.
+func (s *Store) AnswerInput(ctx context.Context, taskID, key string, resp json.RawMessage, at time.Time) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE inputs SET response = $1, answered_at = $2
+		WHERE task_id = $3 AND key = $4 AND answered_at IS NULL`, rawArg(resp), msOf(at), taskID, key)
+	if err != nil {
+		return false, fmt.Errorf("postgres: answer input: %w", mapErr(err))
+	}
+	if tag.RowsAffected() == 1 {
+		return true, nil
+	}
+	var one int
+	err = s.pool.QueryRow(ctx, `SELECT 1 FROM inputs WHERE task_id = $1 AND key = $2`, taskID, key).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, fmt.Errorf("postgres: answer input: %w", store.ErrNotFound)
+	}
+	if err != nil {
+		return false, fmt.Errorf("postgres: answer input: %w", err)
+	}
+	return false, nil
+}
+
+// MarkInputForwarded records when the answer went upstream; the first time is kept.
+func (s *Store) MarkInputForwarded(ctx context.Context, taskID, key string, at time.Time) error {
+	return s.execOne(ctx, "mark input forwarded",
+		`UPDATE inputs SET forwarded_at = COALESCE(forwarded_at, $1) WHERE task_id = $2 AND key = $3`,
+		msOf(at), taskID, key)
+}

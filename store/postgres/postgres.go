@@ -1,0 +1,147 @@
+// Package postgres is the store.Store for several replicas: PostgreSQL through pgx/v5,
+// with LISTEN/NOTIFY to tell the replica that holds a client's stream about status
+// changes made by another.
+//
+// Every compare-and-swap (UpdateTask, AnswerInput) is a single UPDATE whose WHERE clause
+// holds the condition; under PostgreSQL's row locking exactly one of several concurrent
+// updates of a row matches, whichever replica sends it.
+//
+// Column types mirror the SQLite store: times are bigint unix milliseconds, JSON is the
+// json type (which keeps the exact bytes, unlike jsonb), and ids and keys are text
+// COLLATE "C" so ordering is by bytes, as in SQLite, whatever the database's locale.
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// ErrClosed is returned by Listen after Close.
+var ErrClosed = errors.New("postgres: store closed")
+
+// Store is the PostgreSQL store. It is safe for concurrent use by many goroutines and many
+// processes.
+type Store struct {
+	pool *pgxpool.Pool
+
+	// done is cancelled by Close to stop every Listen call.
+	done   context.Context
+	cancel context.CancelFunc
+
+	mu        sync.Mutex // guards closed and Add on listeners
+	closed    bool
+	listeners sync.WaitGroup // running Listen calls
+
+	closeOnce sync.Once
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database named by dsn (a URL or key=value string as pgx accepts;
+// pool settings such as pool_max_conns go in it too) and brings the schema up to date.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse dsn: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	done, cancel := context.WithCancel(context.Background())
+	return &Store{pool: pool, done: done, cancel: cancel}, nil
+}
+
+// Ping checks the database is reachable.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("postgres: ping: %w", err)
+	}
+	return nil
+}
+
+// Close stops every Listen call, waits for them to return, then closes the pool. It is
+// safe to call more than once.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		s.cancel()
+		s.listeners.Wait()
+		s.pool.Close()
+	})
+	return nil
+}
+
+// mapErr turns driver errors into the store's error values, keeping the original in the
+// chain for the log.
+func mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "23505": // unique_violation
+			return fmt.Errorf("%w: %w", store.ErrConflict, err)
+		case "23503": // foreign_key_violation
+			return fmt.Errorf("%w: %w", store.ErrNotFound, err)
+		}
+	}
+	return err
+}
+
+// Conversions between Go values and columns.
+
+func msOf(t time.Time) int64 { return t.UnixMilli() }
+
+func timeOf(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+func nullMs(t *time.Time) *int64 {
+	if t == nil {
+		return nil
+	}
+	v := t.UnixMilli()
+	return &v
+}
+
+func timePtr(ms *int64) *time.Time {
+	if ms == nil {
+		return nil
+	}
+	t := timeOf(*ms)
+	return &t
+}
+
+// rawArg passes JSON through as its exact bytes, or NULL when empty.
+func rawArg(b json.RawMessage) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return []byte(b)
+}
+
+func rawOf(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return json.RawMessage(b)
+}
