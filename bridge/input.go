@@ -194,20 +194,25 @@ func (b *Bridge) failUndeclared(ctx context.Context, t *tracker, sess *store.Ses
 }
 
 // deliverInputs sends every unanswered input of the task: on each blocked tasks/result
-// stream here that has not carried it yet, else (once) on the session's GET stream. An
-// answered input that never reached the upstream is forwarded again.
+// stream here that has not carried it yet (unless it went out on a still-open GET stream),
+// else once on the session's GET stream. An answer stored but not forwarded within the
+// forward timeout (its forwarder failed or died) is forwarded again.
 func (b *Bridge) deliverInputs(ctx context.Context, t *tracker) {
 	ins, err := b.st.ListInputs(ctx, t.id)
 	if err != nil {
 		return
 	}
 	rec := t.snapshot()
+	getOpen := b.face.HasGetStream(rec.SessionID)
 	t.mu.Lock()
 	streams := append([]*resultStream(nil), t.streams...)
+	if t.onGet == nil {
+		t.onGet = map[string]bool{}
+	}
 	t.mu.Unlock()
 	for _, in := range ins {
 		if in.AnsweredAt != nil {
-			if in.ForwardedAt == nil {
+			if in.ForwardedAt == nil && time.Since(*in.AnsweredAt) > b.cfg.CancelTimeout+time.Second {
 				b.forwardAnswer(ctx, rec, in.Key, in.Response)
 			}
 			continue
@@ -220,12 +225,20 @@ func (b *Bridge) deliverInputs(ctx context.Context, t *tracker) {
 			}
 		}
 		msg, _ := jsonrpc.NewRequest(jsonrpc.StringID(reqID), in.Method, in.Params)
-		if len(streams) > 0 {
+		t.mu.Lock()
+		pushed := t.onGet[in.Key]
+		t.mu.Unlock()
+		switch {
+		case pushed && getOpen:
+			// delivered on the GET stream, which is still open
+		case len(streams) > 0:
 			for _, rs := range streams {
 				rs.send(in.Key, msg)
 			}
-		} else if in.DeliveredAt == nil || in.RequestID == "" {
-			b.face.Push(rec.SessionID, msg)
+		case !pushed && b.face.Push(rec.SessionID, msg):
+			t.mu.Lock()
+			t.onGet[in.Key] = true
+			t.mu.Unlock()
 		}
 	}
 }

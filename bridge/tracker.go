@@ -30,6 +30,10 @@ type tracker struct {
 	changed   chan struct{} // closed and replaced on every record change
 	waiters   int           // blocked tasks/result calls: poll at the base interval
 	streams   []*resultStream
+	// onGet holds the input keys pushed on the session's GET stream from this process. A
+	// key delivered there is not sent again on a tasks/result stream while that GET stream
+	// stays open: each message goes out on exactly one stream.
+	onGet     map[string]bool
 	unchanged int // polls in a row that saw no change (for backoff)
 
 	wake chan struct{} // nudges the loop (buffer 1)
