@@ -13,7 +13,9 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/tidwall/gjson"
 
+	"github.com/taskbridge/taskbridge/internal/auth"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/metrics"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
 	"github.com/taskbridge/taskbridge/sep2663"
@@ -39,12 +41,62 @@ type Config struct {
 	CreateTimeout time.Duration // upstream tools/call that may create a task; default 60 s
 	StatusTimeout time.Duration // upstream tasks/get; default 10 s
 	CancelTimeout time.Duration // upstream tasks/cancel and tasks/update; default 10 s
+	// CallTimeout bounds a plain forwarded request (tools/list, resources/read, a
+	// synchronous tools/call before any task appears). Default 10 min.
+	CallTimeout time.Duration
 	// InputTimeout bounds how long a stream waits for the answer to a relayed input request
 	// before giving up (the task stays input_required). Default 5 min.
 	InputTimeout time.Duration
+	// NoUpstreamPush turns off subscriptions/listen towards the upstream (push.go); the
+	// bridge then learns of upstream changes by polling only.
+	NoUpstreamPush bool
 
 	AllowedOrigins []string // see legacy.Options
 	MaxBodyBytes   int64    // see legacy.Options
+
+	// Auth authenticates every HTTP request (internal/auth: API keys, JWT, trusted header).
+	// Nil is single-user mode: tasks are bound to the session that created them.
+	Auth auth.Authenticator
+	// MaxConcurrentTasks caps a principal's (or, without auth, a session's) non-terminal
+	// tasks; 0 means no cap.
+	MaxConcurrentTasks int
+	// RequestRate caps a principal's JSON-RPC requests per second on this replica, with
+	// bursts of RequestBurst (default 2×rate); 0 means no cap.
+	RequestRate  float64
+	RequestBurst int
+	// MaxResultBytes caps a stored result or error; a larger one fails the task with a
+	// clear error. Default 8 MiB.
+	MaxResultBytes int64
+	// AuditRetention is how long the audit part of a record (owner, tool, arguments hash,
+	// timestamps, outcome) outlives the ttl, after which the record is deleted. Default 30
+	// days. PurgeInterval is how often the purge runs (default 1 min; negative disables).
+	AuditRetention time.Duration
+	PurgeInterval  time.Duration
+
+	// Metrics records requests, routes, polls and relays (nil: none). See internal/metrics.
+	Metrics *metrics.Metrics
+	// Draining, when it returns true, refuses new task-augmented starts (drain before a
+	// shutdown); existing tasks and synchronous calls are still served. Nil: never.
+	Draining func() bool
+	// KillSwitch refuses every new task creation; existing tasks are still served.
+	KillSwitch bool
+	// Sunset is when the 2025-11-25 experimental tasks API is retired: from then on new
+	// legacy task creation is refused (zero: never). See admit.go.
+	Sunset time.Time
+
+	// Fallback policy (fallback/, docs/fallback.md). HostAllow lists tools that may run as
+	// bridge-hosted tasks whatever their annotations; HostDeny tools that never do (it wins);
+	// NoHosting refuses every bridge-hosted task. ToolTaskSupport overrides the
+	// execution.taskSupport advertised to 2025-11-25 clients per tool ("forbidden",
+	// "optional", "required"), and the bridge keeps that word. HostWorkers is the size of the
+	// pool running hosted calls (default 8; HostWorkers×16 may be queued or running).
+	HostAllow       []string
+	HostDeny        []string
+	NoHosting       bool
+	ToolTaskSupport map[string]string
+	HostWorkers     int
+	// OnDecision, when set, is called with every fallback decision (kind and reason slug).
+	OnDecision func(kind, reason string)
 }
 
 func (c *Config) setDefaults() {
@@ -69,8 +121,14 @@ func (c *Config) setDefaults() {
 	defDur(&c.StatusTimeout, 10*time.Second)
 	defDur(&c.CancelTimeout, 10*time.Second)
 	defDur(&c.InputTimeout, 5*time.Minute)
+	defDur(&c.CallTimeout, 10*time.Minute)
 	if c.ListPageSize <= 0 {
 		c.ListPageSize = 50
+	}
+	def64(&c.MaxResultBytes, 8<<20)
+	defDur(&c.AuditRetention, 30*24*time.Hour)
+	if c.PurgeInterval == 0 {
+		c.PurgeInterval = time.Minute
 	}
 }
 
@@ -88,12 +146,18 @@ type Bridge struct {
 	disc atomic.Pointer[discovery]
 
 	mu       sync.Mutex
-	trackers map[string]*tracker          // non-terminal (or outcome-pending) tasks, by bridge id
-	inflight map[string]context.CancelFunc // "session\x00requestID" → cancel of an in-flight call
+	trackers map[string]*tracker              // non-terminal (or outcome-pending) tasks, by bridge id
+	inflight map[string]context.CancelFunc    // "session\x00requestID" → cancel of an in-flight call
 	asks     map[string]chan *jsonrpc.Message // bridge-issued request id → waiting MRTR relay
 	closed   bool
 
-	terminal *lru.Cache[string, *store.Task] // hot terminal records (they never change)
+	terminal *lru.Cache[string, *store.Task]         // hot terminal records (they never change)
+	metas    *lru.Cache[string, sep2663.RequestMeta] // per-session upstream envelope
+	rate     *rateLimiter                            // nil without Config.RequestRate
+	peers    *peers                                  // cross-replica notifications; nil for a single-process store
+	fb       *fallbackState                          // fallback policy, tools cache, hosted task pool (route.go, host.go)
+
+	push pushState // the upstream listen loop (push.go)
 
 	ctx    context.Context // lives until Close; parent of pollers
 	cancel context.CancelFunc
@@ -115,6 +179,10 @@ func New(cfg Config) (*Bridge, error) {
 	if err != nil {
 		return nil, err
 	}
+	metas, err := lru.New[string, sep2663.RequestMeta](16384)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Bridge{
 		cfg: cfg, up: cfg.Upstream, st: cfg.Store, log: cfg.Logger,
@@ -122,9 +190,19 @@ func New(cfg Config) (*Bridge, error) {
 		inflight: map[string]context.CancelFunc{},
 		asks:     map[string]chan *jsonrpc.Message{},
 		terminal: cache,
+		metas:    metas,
+		rate:     newRateLimiter(cfg.RequestRate, cfg.RequestBurst),
+		peers:    newPeers(cfg.Store),
+		fb:       newFallbackState(cfg),
 		ctx:      ctx, cancel: cancel,
 	}
+	var authn func(*http.Request) (string, error)
+	if cfg.Auth != nil {
+		authn = authenticateFunc(cfg.Auth)
+	}
 	b.face = legacy.NewServer(legacy.Options{
+		Authenticate:   authn,
+		Logger:         &b.log,
 		Store:          cfg.Store,
 		Handler:        b,
 		AllowedOrigins: cfg.AllowedOrigins,
@@ -134,8 +212,14 @@ func New(cfg Config) (*Bridge, error) {
 	return b, nil
 }
 
-// Handler returns the HTTP handler serving the MCP endpoint (mount it at /mcp).
-func (b *Bridge) Handler() http.Handler { return b.face }
+// Handler returns the HTTP handler serving the MCP endpoint (mount it at /mcp). It tells
+// the eras apart per request (RouteEras): 2026-07-28 requests pass through to the modern
+// upstream (reverse_modernpass.go), everything else goes to the legacy face.
+func (b *Bridge) Handler() http.Handler { return b.routedHandler() }
+
+// Legacy returns the legacy face, which also serves stdio (ServeStdio) and WebSocket
+// (an Upgrade request to the same endpoint) sessions; its Push reaches all of them.
+func (b *Bridge) Legacy() *legacy.Server { return b.face }
 
 // Start discovers the upstream (a failure is logged, not fatal: discovery is retried on
 // demand) and resumes every non-terminal task found in the store.
@@ -143,7 +227,10 @@ func (b *Bridge) Start(ctx context.Context) error {
 	if _, err := b.discovery(ctx); err != nil {
 		b.log.Warn().Err(err).Msg("upstream discovery failed; will retry on demand")
 	}
-	return b.resume(ctx)
+	if err := b.resume(ctx); err != nil {
+		return err
+	}
+	return b.startBackground(ctx)
 }
 
 // Close stops the pollers and the legacy face, and waits for them. Safe to call twice.
@@ -208,6 +295,9 @@ func owner(sess *store.Session) string {
 // translated (tasks extension always declared, so task-only tools work for every client)
 // and its clientInfo.
 func (b *Bridge) meta(sess *store.Session) sep2663.RequestMeta {
+	if m, ok := b.metas.Get(sess.ID); ok {
+		return m
+	}
 	caps, err := mapping.ClientCapsToModern(sess.ClientCapabilities, true)
 	if err != nil {
 		caps = json.RawMessage(`{"extensions":{"` + sep2663.ExtensionTasks + `":{}}}`)
@@ -215,6 +305,9 @@ func (b *Bridge) meta(sess *store.Session) sep2663.RequestMeta {
 	m := sep2663.RequestMeta{ClientCapabilities: caps}
 	if name := gjson.GetBytes(sess.ClientInfo, "name").String(); name != "" {
 		m.ClientInfo = &sep2663.Implementation{Name: name, Version: gjson.GetBytes(sess.ClientInfo, "version").String()}
+	}
+	if sess.ID != "" {
+		b.metas.Add(sess.ID, m) // a session's capabilities never change
 	}
 	return m
 }
@@ -225,6 +318,8 @@ func (b *Bridge) Initialize(ctx context.Context, sess *store.Session, params jso
 	if err != nil {
 		return nil, upstreamErr(err)
 	}
+	b.cfg.Metrics.LegacyClient(gjson.GetBytes(sess.ClientInfo, "name").String(),
+		gjson.GetBytes(sess.ClientInfo, "version").String(), sess.ProtocolVersion)
 	withTasks := sess.ProtocolVersion == legacy.ProtocolVersion
 	caps, err := mapping.ServerCapsToLegacy(d.Capabilities, withTasks)
 	if err != nil {
@@ -243,7 +338,12 @@ func (b *Bridge) Initialize(ctx context.Context, sess *store.Session, params jso
 }
 
 // Serve implements legacy.Handler: one dispatch table for every request method.
-func (b *Bridge) Serve(ctx context.Context, sess *store.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
+func (b *Bridge) Serve(ctx context.Context, sess *store.Session, req *jsonrpc.Message, out legacy.Stream) (res json.RawMessage, err error) {
+	ctx, done := b.observe(ctx, sess, req) // one log line and the request metrics
+	defer func() { done(res, err) }()
+	if err := b.admit(ctx, sess, req); err != nil {
+		return nil, err
+	}
 	switch req.Method {
 	case "tools/call":
 		return b.toolsCall(ctx, sess, req, out)
@@ -278,8 +378,16 @@ func (b *Bridge) Notify(ctx context.Context, sess *store.Session, msg *jsonrpc.M
 		if cancel != nil {
 			cancel()
 		}
+	case "notifications/initialized", "notifications/roots/list_changed":
+		// Session plumbing of 2025-11-25 (the second was removed in 2026-07-28): nothing
+		// to tell a stateless upstream.
 	default:
-		// notifications/initialized, roots/list_changed (removed upstream in 2026-07-28), …
+		// Anything else (e.g. an experimental notification) goes upstream as is.
+		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.StatusTimeout)
+		defer cancel()
+		if err := b.up.Notify(nctx, msg.Method, msg.Params, b.meta(sess)); err != nil {
+			b.log.Debug().Err(err).Str("method", msg.Method).Msg("notification not forwarded")
+		}
 	}
 }
 
@@ -305,13 +413,38 @@ func (b *Bridge) trackInflight(sess *store.Session, id jsonrpc.ID, cancel contex
 }
 
 // forward passes a request through to the upstream with the 2026-07-28 envelope, relays
-// the notifications on its stream, and strips the 2026-only result fields.
+// the notifications on its stream, and strips the 2026-only result fields. A slow upstream
+// gets keep-alives on the client's stream and, past CallTimeout, a clear error.
 func (b *Bridge) forward(ctx context.Context, sess *store.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.CallTimeout)
+	defer cancel()
+	defer b.keepAlive(out)()
 	res, err := b.up.Call(ctx, req.Method, req.Params, b.meta(sess), relay(out))
 	if err != nil {
 		return nil, upstreamErr(err)
 	}
 	return mapping.StripModern(res)
+}
+
+// keepAlive sends an SSE keep-alive on out every heartbeat until the returned stop runs,
+// so that waiting on the upstream is never a silent long request.
+func (b *Bridge) keepAlive(out legacy.Stream) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(b.cfg.Heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = out.KeepAlive()
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 // relay sends upstream notifications (progress, log messages) on the client's stream.
@@ -331,11 +464,7 @@ func (b *Bridge) toolsList(ctx context.Context, sess *store.Session, req *jsonrp
 	if err != nil {
 		return nil, upstreamErr(err)
 	}
-	mode := legacy.TaskSupportForbidden
-	if b.upstreamHasTasks(ctx) {
-		mode = legacy.TaskSupportOptional
-	}
-	return mapping.ToolsListForLegacy(res, func(string, json.RawMessage) string { return mode })
+	return b.advertiseTools(ctx, sess, req, res) // taskSupport per tool: the fallback decision for this client
 }
 
 // upstreamErr maps an upstream failure to the wire: JSON-RPC errors from the upstream pass

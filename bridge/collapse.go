@@ -26,13 +26,19 @@ func (b *Bridge) callSync(ctx context.Context, sess *store.Session, req *jsonrpc
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer b.trackInflight(sess, req.ID, cancel)()
-	oc, err := b.callTool(ctx, sess, "", req.Params, out)
+	cctx, cancelCall := context.WithTimeout(ctx, b.cfg.CallTimeout)
+	stop := b.keepAlive(out)
+	oc, err := b.callTool(cctx, sess, "", req.Params, out)
+	stop()
+	cancelCall()
 	if err != nil {
 		return nil, upstreamErr(err)
 	}
 	if oc.Kind != sep2663.KindTask {
+		noteRoute(ctx, "passthrough")
 		return mapping.StripModern(oc.Result)
 	}
+	noteRoute(ctx, "collapse")
 	return b.collapse(ctx, sess, req, out, oc.Task)
 }
 

@@ -358,3 +358,17 @@ func asRPC(t *testing.T, err error) *jsonrpc.Error {
 	}
 	return je
 }
+
+func TestSlowUpstreamIsAClearError(t *testing.T) {
+	e := newEnv(t, func(c *bridge.Config, fo *fixture.Options) {
+		c.CallTimeout = 300 * time.Millisecond
+		fo.NoTasksExtension = true
+		fo.Scale = 1
+	})
+	c := e.client()
+	err := callErr(t, c, "tools/call", raw(`{"name":"slow_compute","arguments":{"seconds":5}}`))
+	je := asRPC(t, err)
+	if je.Code != jsonrpc.CodeUpstream || !contains(je.Message, e.upURL) {
+		t.Errorf("slow upstream: %v, want -32001 naming %s", err, e.upURL)
+	}
+}

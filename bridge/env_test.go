@@ -25,7 +25,7 @@ import (
 
 // env is one fixture upstream and one bridge on loopback, with a real SQLite store.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	fx     *fixture.Server
 	upURL  string
 	st     store.Store
@@ -36,7 +36,7 @@ type env struct {
 
 type envOpt func(*bridge.Config, *fixture.Options)
 
-func newEnv(t *testing.T, opts ...envOpt) *env {
+func newEnv(t testing.TB, opts ...envOpt) *env {
 	t.Helper()
 	fo := fixture.Options{Scale: 0.1, PollIntervalMs: 100}
 	cfg := bridge.Config{Logger: zerolog.Nop(), PollFloorMs: 100, Heartbeat: 200 * time.Millisecond}

@@ -76,6 +76,7 @@ func (b *Bridge) askClient(ctx context.Context, sess *store.Session, taskID stri
 		if err := out.Send(msg); err != nil {
 			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "cannot relay the upstream's input request: the client's stream does not accept server requests")
 		}
+		b.cfg.Metrics.InputRelayed(method)
 	}
 	timeout := time.NewTimer(b.cfg.InputTimeout)
 	defer timeout.Stop()
@@ -223,6 +224,7 @@ func (b *Bridge) deliverInputs(ctx context.Context, t *tracker) {
 			if err := b.st.MarkInputDelivered(ctx, in.TaskID, in.Key, reqID, b.cfg.Now()); err != nil {
 				continue
 			}
+			b.cfg.Metrics.InputRelayed(in.Method) // counted once, when the bridge issues its id
 		}
 		msg, _ := jsonrpc.NewRequest(jsonrpc.StringID(reqID), in.Method, in.Params)
 		t.mu.Lock()
@@ -262,7 +264,7 @@ func (b *Bridge) answerInput(ctx context.Context, sess *store.Session, msg *json
 		return
 	}
 	rec, err := b.record(ctx, in.TaskID)
-	if err != nil || rec.Owner != owner(sess) {
+	if err != nil || !b.owns(ctx, sess, rec) {
 		b.log.Warn().Str("request", id).Msg("answer from a session that does not own the task dropped")
 		return
 	}
@@ -276,6 +278,7 @@ func (b *Bridge) answerInput(ctx context.Context, sess *store.Session, msg *json
 		return // duplicate or late: acknowledged (202) and dropped
 	}
 	b.forwardAnswer(ctx, rec, in.Key, resp)
+	b.announceAnswer(ctx, rec.ID, in.Key)
 	b.mu.Lock()
 	t := b.trackers[rec.ID]
 	b.mu.Unlock()

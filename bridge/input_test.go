@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/bridge"
+	"github.com/taskbridge/taskbridge/internal/fixture"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/legacyclient"
 )
@@ -293,5 +294,33 @@ func assertOneUpdatePerKey(t *testing.T, e *env, keys int) {
 		if n != 1 {
 			t.Errorf("key %s answered upstream %d times, want 1", k, n)
 		}
+	}
+}
+
+// An unanswered question does not hold tasks/result forever; the task keeps waiting and a
+// later tasks/result finishes it.
+func TestInputTimeoutReleasesStream(t *testing.T) {
+	e := newEnv(t, func(c *bridge.Config, _ *fixture.Options) { c.InputTimeout = 300 * time.Millisecond })
+	reqs := make(chan *jsonrpc.Message, 8)
+	c := legacyclient.New(e.url)
+	c.Requests = reqs
+	if _, err := c.Initialize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tid := call(t, c, "tools/call", raw(`{"name":"confirm_delete","arguments":{"filename":"t.txt"},"task":{}}`)).Get("task.taskId").Str
+	err := callErr(t, c, "tasks/result", id(tid))
+	if je := asRPC(t, err); je.Code != bridge.CodeInputTimeout {
+		t.Fatalf("tasks/result = %v, want the input timeout error", err)
+	}
+	if st := call(t, c, "tasks/get", id(tid)).Get("status").Str; st != "input_required" {
+		t.Errorf("status after the timeout = %s, want input_required", st)
+	}
+	q := <-reqs
+	if err := c.Respond(context.Background(), q.ID, json.RawMessage(`{"action":"accept","content":{"confirm":true}}`)); err != nil {
+		t.Fatal(err)
+	}
+	res := call(t, c, "tasks/result", id(tid))
+	if res.Get("content.0.text").Str != "Deleted t.txt" {
+		t.Errorf("result = %s", res.Raw)
 	}
 }

@@ -78,11 +78,14 @@ func (b *Bridge) awaitStored(ctx context.Context, rec *store.Task, out legacy.St
 	tick := time.NewTicker(time.Duration(b.cfg.PollFloorMs) * time.Millisecond)
 	defer tick.Stop()
 	last := time.Now()
+	done := b.hostDone(rec.ID) // a hosted task run here wakes us at once (host.go)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-tick.C:
+		case <-done:
+			done = nil
 		}
 		cur, err := b.st.GetTask(ctx, rec.ID)
 		if err != nil {

@@ -38,7 +38,7 @@ func (b *Bridge) load(ctx context.Context, sess *store.Session, id string) (*sto
 		}
 		return nil, err
 	}
-	if rec.Owner != owner(sess) {
+	if !b.owns(ctx, sess, rec) { // re-checked on every request: access follows the caller
 		return nil, errTaskNotFound
 	}
 	if exp, ok := rec.ExpiresAt(); ok && b.cfg.Now().After(exp) {
@@ -77,27 +77,46 @@ func (b *Bridge) toolsCall(ctx context.Context, sess *store.Session, req *jsonrp
 	if gjson.GetBytes(req.Params, "name").Type != gjson.String {
 		return nil, jsonrpc.ErrInvalidParams.Wrapf("params.name must be a string")
 	}
-	task := gjson.GetBytes(req.Params, "task")
-	if !task.Exists() {
-		return b.callSync(ctx, sess, req, out)
-	}
-	if !task.IsObject() {
-		return nil, jsonrpc.ErrInvalidParams.Wrapf("params.task must be an object (TaskMetadata), e.g. {}")
-	}
-	return b.createTask(ctx, sess, req, out, task)
+	// The fallback decision picks translate (createTask), host (hostTask), collapse or
+	// passthrough (callSync), or refuse (route.go).
+	return b.routeCall(ctx, sess, req, out)
 }
 
 // createTask serves a task-augmented tools/call: intent record first, then the upstream
 // call, then the record completed with what the upstream said, and only then the reply.
 func (b *Bridge) createTask(ctx context.Context, sess *store.Session, req *jsonrpc.Message, out legacy.Stream, task gjson.Result) (json.RawMessage, error) {
+	own, ok := b.callerOwner(ctx, sess)
+	if !ok {
+		return nil, errTaskNotFound
+	}
 	if rec, err := b.st.FindTaskByRequest(ctx, sess.ID, req.ID.Raw()); err == nil {
 		return createResult(rec) // a repeated request id: the task it made already
 	}
+	key, err := idempotencyKey(ctx, req)
+	if err != nil {
+		return nil, err
+	}
 	rec := b.newRecord(sess, req, task)
+	rec.IdempotencyKey = key
+	if key != "" {
+		if prev, err := b.st.FindTaskByIdempotencyKey(ctx, own, key); err == nil {
+			return b.replay(prev, rec.Tool, rec.ArgsHash)
+		}
+	}
+	if err := b.admitTask(ctx, sess); err != nil {
+		return nil, err
+	}
+	noteRoute(ctx, "translate")
+	if err := b.checkConcurrent(ctx, own); err != nil {
+		return nil, err
+	}
 	if err := b.st.CreateTask(ctx, rec); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			if prev, err2 := b.st.FindTaskByRequest(ctx, sess.ID, req.ID.Raw()); err2 == nil {
 				return createResult(prev)
+			}
+			if prev, err2 := b.st.FindTaskByIdempotencyKey(ctx, own, key); key != "" && err2 == nil {
+				return b.replay(prev, rec.Tool, rec.ArgsHash)
 			}
 		}
 		return nil, fmt.Errorf("store intent: %w", err)
@@ -109,13 +128,14 @@ func (b *Bridge) createTask(ctx context.Context, sess *store.Session, req *jsonr
 	// The upstream call outlives a client that hangs up: its answer must reach the record.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.CreateTimeout)
 	defer cancel()
-	oc, err := b.callTool(cctx, sess, rec.ID, params, out)
+	oc, err := b.callTool(cctx, sess, "", params, out) // MRTR rounds precede the task: no related-task yet
 	if err != nil {
 		return nil, b.failCreate(ctx, rec, err)
 	}
 	if err := b.settleCreate(ctx, rec, oc); err != nil {
 		return nil, err
 	}
+	b.cfg.Metrics.TaskCreated(string(rec.Mode))
 	if rec.Mode == store.ModeTranslate && !finished(rec) {
 		b.track(rec)
 	}
@@ -175,6 +195,7 @@ func (b *Bridge) settleCreate(ctx context.Context, rec *store.Task, oc *sep2663.
 		applyObservation(rec, obs)
 	}
 	rec.LastUpdatedAt = b.cfg.Now().UTC()
+	b.capResult(rec)
 	if err := b.st.UpdateTask(ctx, rec); err != nil {
 		return fmt.Errorf("store upstream answer: %w", err)
 	}
@@ -244,8 +265,12 @@ func (b *Bridge) tasksList(ctx context.Context, sess *store.Session, req *jsonrp
 		}
 		after = cur
 	}
+	own, ok := b.callerOwner(ctx, sess)
+	if !ok {
+		return nil, errTaskNotFound
+	}
 	n := b.cfg.ListPageSize
-	recs, err := b.st.ListTasks(ctx, owner(sess), after, n+1)
+	recs, err := b.st.ListTasks(ctx, own, after, n+1)
 	if err != nil {
 		return nil, err
 	}
@@ -301,6 +326,7 @@ func (b *Bridge) tasksCancel(ctx context.Context, sess *store.Session, req *json
 	if already != "" {
 		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, fmt.Sprintf("Cannot cancel task: already in terminal status '%s'", already))
 	}
+	b.cancelHosted(rec.ID) // a bridge-hosted task: abort its in-flight upstream call
 	if rec.UpstreamTaskID != "" {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.CancelTimeout)
 		err := b.up.CancelTask(cctx, rec.UpstreamTaskID, b.meta(sess))
@@ -320,8 +346,10 @@ func (b *Bridge) updateRecord(ctx context.Context, rec *store.Task, fn func(*sto
 		if !fn(&c) {
 			return &c, nil
 		}
+		b.capResult(&c)
 		err := b.st.UpdateTask(ctx, &c)
 		if err == nil {
+			b.announce(ctx, &c, c.Status != rec.Status)
 			if finished(&c) {
 				cc := c
 				b.terminal.Add(c.ID, &cc)

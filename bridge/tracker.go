@@ -23,13 +23,13 @@ type tracker struct {
 	b  *Bridge
 	id string
 
-	mu        sync.Mutex
-	rec       *store.Task   // latest record; replaced, never mutated in place
-	lastPoll  time.Time     // start of the last upstream poll
-	polling   chan struct{} // non-nil while a poll is in flight; closed when it ends
-	changed   chan struct{} // closed and replaced on every record change
-	waiters   int           // blocked tasks/result calls: poll at the base interval
-	streams   []*resultStream
+	mu       sync.Mutex
+	rec      *store.Task   // latest record; replaced, never mutated in place
+	lastPoll time.Time     // start of the last upstream poll
+	polling  chan struct{} // non-nil while a poll is in flight; closed when it ends
+	changed  chan struct{} // closed and replaced on every record change
+	waiters  int           // blocked tasks/result calls: poll at the base interval
+	streams  []*resultStream
 	// onGet holds the input keys pushed on the session's GET stream from this process. A
 	// key delivered there is not sent again on a tasks/result stream while that GET stream
 	// stays open: each message goes out on exactly one stream.
@@ -58,6 +58,7 @@ func (b *Bridge) track(rec *store.Task) *tracker {
 	b.trackers[rec.ID] = t
 	b.wg.Add(1)
 	go t.run()
+	b.pushChanged() // push.go: listen for the new task too
 	return t
 }
 
@@ -135,6 +136,7 @@ func (t *tracker) retire() {
 		delete(t.b.trackers, t.id)
 	}
 	t.b.mu.Unlock()
+	t.b.pushChanged()
 	if finished(rec) {
 		t.b.terminal.Add(t.id, rec)
 	}
@@ -151,6 +153,7 @@ func (t *tracker) refresh(ctx context.Context) *store.Task {
 	}
 	if wait := t.polling; wait != nil {
 		t.mu.Unlock()
+		t.b.cfg.Metrics.PollCoalesced() // shares the poll in flight
 		select {
 		case <-wait:
 		case <-ctx.Done():
@@ -160,6 +163,7 @@ func (t *tracker) refresh(ctx context.Context) *store.Task {
 	if time.Since(t.lastPoll) < t.interval0() {
 		c := *t.rec
 		t.mu.Unlock()
+		t.b.cfg.Metrics.PollCoalesced() // polled recently enough
 		return &c
 	}
 	done := make(chan struct{})
@@ -189,6 +193,7 @@ func (t *tracker) poll(upstreamID, sessionID string) {
 	ctx, cancel := context.WithTimeout(t.b.ctx, t.b.cfg.StatusTimeout)
 	defer cancel()
 	sess, _ := t.b.session(ctx, sessionID)
+	t.b.cfg.Metrics.UpstreamPoll()
 	dt, err := t.b.up.GetTask(ctx, upstreamID, t.b.meta(sess))
 	if err != nil {
 		var je *jsonrpc.Error
@@ -351,28 +356,7 @@ func (b *Bridge) resume(ctx context.Context) error {
 	for _, rec := range recs {
 		if rec.Mode == store.ModeTranslate && rec.UpstreamTaskID != "" {
 			b.track(rec)
-			continue
-		}
-		if rec.Status.Terminal() {
-			continue
-		}
-		_, err := b.updateRecord(ctx, rec, func(r *store.Task) bool {
-			if r.Status.Terminal() {
-				return false
-			}
-			r.Status = store.StatusFailed
-			r.StatusMessage = "The bridge restarted before the upstream answered; the outcome is unknown and the call was not retried."
-			r.Outcome = store.OutcomeUnknown
-			r.Error = mustJSON(jsonrpc.NewError(jsonrpc.CodeInternalError, r.StatusMessage).
-				WithData(map[string]any{"retryable": false, "outcome": "unknown"}))
-			r.LastUpdatedAt = b.cfg.Now().UTC()
-			return true
-		})
-		if err != nil {
-			return err
 		}
 	}
-	return nil
+	return b.failOrphans(ctx, recs) // see replica.go: with replicas, only intents past the grace
 }
-
-

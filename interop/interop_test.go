@@ -378,6 +378,42 @@ func TestLegacyClientThroughBridge(t *testing.T) {
 		}
 	})
 
+	t.Run("multi_input", func(t *testing.T) {
+		t.Parallel()
+		o := e.run(t, "elicit", "--tool", "multi_input", "--args", `{}`)
+		id := o.str("taskId")
+		els, _ := o.get("elicitations").([]any)
+		if len(els) != 2 {
+			t.Errorf("client saw %d elicitation/create requests, want 2 (one per input key)", len(els))
+		}
+		for i := range els {
+			if rel := o.relatedTask("elicitations", strconv.Itoa(i), "params"); rel != id || id == "" {
+				t.Errorf("elicitation %d related-task %q, want %q", i, rel, id)
+			}
+		}
+		if got := o.str("resultText"); !strings.HasPrefix(got, "multi_input:") {
+			t.Errorf("result text %q (error %v), want the multi_input result", got, o.get("error"))
+		}
+		if s := o.str("finalStatus"); s != "completed" {
+			t.Errorf("final status %q, want completed", s)
+		}
+	})
+
+	t.Run("mrtr_then_task", func(t *testing.T) {
+		t.Parallel()
+		o := e.run(t, "elicit", "--tool", "test_tool_with_task", "--args", `{}`)
+		els, _ := o.get("elicitations").([]any)
+		if len(els) != 1 {
+			t.Errorf("client saw %d elicitation/create requests, want 1 (the MRTR round before the task)", len(els))
+		}
+		if got := o.str("resultText"); !strings.HasPrefix(got, "Hello, ") || !strings.HasSuffix(got, "Your task is complete.") {
+			t.Errorf("result text %q (error %v), want the greeting", got, o.get("error"))
+		}
+		if s := o.str("finalStatus"); s != "completed" {
+			t.Errorf("final status %q, want completed", s)
+		}
+	})
+
 	t.Run("elicit", func(t *testing.T) {
 		t.Parallel()
 		o := e.run(t, "elicit", "--tool", "confirm_delete", "--args", `{"filename":"a.txt"}`)

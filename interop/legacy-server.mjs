@@ -174,9 +174,9 @@ function createServer() {
     server.experimental.tasks.registerToolTask(
         'failing_job',
         {
-            description: 'Tool error after `seconds`: task failed, tasks/result = CallToolResult isError:true',
+            description: 'Tool error after `seconds`: task failed, tasks/result = CallToolResult isError:true (taskSupport required)',
             inputSchema: { seconds: z.number().default(1) },
-            execution: { taskSupport: 'optional' }
+            execution: { taskSupport: 'required' }
         },
         {
             createTask: async ({ seconds }, extra) => {
@@ -281,6 +281,96 @@ function createServer() {
                     const ok = answer.action === 'accept' && answer.content?.confirm === true;
                     await finish(extra, taskId, 'completed', {
                         content: [{ type: 'text', text: `${ok ? 'Deleted' : 'Kept'} ${filename}` }]
+                    });
+                });
+                return { task };
+            },
+            ...taskGetters
+        }
+    );
+
+    server.experimental.tasks.registerToolTask(
+        'multi_input',
+        {
+            description: 'Asks two questions in parallel (two elicitations on tasks/result), then completes',
+            inputSchema: {},
+            execution: { taskSupport: 'optional' }
+        },
+        {
+            createTask: async (_args, extra) => {
+                const task = await createFixtureTask('multi_input', extra);
+                const taskId = task.taskId;
+                runDetached(taskId, async () => {
+                    await sleep(50);
+                    if (await isCancelled(taskId)) return;
+                    await extra.taskStore.updateTaskStatus(taskId, 'input_required', 'Two questions pending');
+                    const ask = (message, props, required) =>
+                        extra.sendRequest(
+                            {
+                                method: 'elicitation/create',
+                                params: { mode: 'form', message, requestedSchema: { type: 'object', properties: props, required } }
+                            },
+                            ElicitResultSchema,
+                            { relatedTask: { taskId }, timeout: 600000 }
+                        );
+                    let name, confirm;
+                    try {
+                        [name, confirm] = await Promise.all([
+                            ask('What is your name?', { name: { type: 'string' } }, ['name']),
+                            ask('Proceed?', { confirm: { type: 'boolean' } }, ['confirm'])
+                        ]);
+                    } catch (e) {
+                        log(`multi_input elicitation failed: ${e.message}`);
+                        return;
+                    }
+                    if (await isCancelled(taskId)) return;
+                    try {
+                        await extra.taskStore.updateTaskStatus(taskId, 'working');
+                    } catch {
+                        return;
+                    }
+                    await finish(extra, taskId, 'completed', {
+                        content: [{
+                            type: 'text',
+                            text: `multi_input: name=${JSON.stringify(name.content?.name ?? '')} (${name.action}), confirm=${confirm.content?.confirm} (${confirm.action})`
+                        }]
+                    });
+                });
+                return { task };
+            },
+            ...taskGetters
+        }
+    );
+
+    // One question on the tools/call stream *before* the task exists (what 2026-07-28 calls
+    // an MRTR round), then a task whose result names the user.
+    server.experimental.tasks.registerToolTask(
+        'test_tool_with_task',
+        {
+            description: 'Asks user_name (elicitation on the tools/call stream), then runs a task greeting the user (taskSupport required)',
+            inputSchema: {},
+            execution: { taskSupport: 'required' }
+        },
+        {
+            createTask: async (_args, extra) => {
+                const answer = await extra.sendRequest(
+                    {
+                        method: 'elicitation/create',
+                        params: {
+                            mode: 'form',
+                            message: 'What is your name?',
+                            requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] }
+                        }
+                    },
+                    ElicitResultSchema,
+                    { timeout: 600000 }
+                );
+                const name = (answer.action === 'accept' && (answer.content?.name || answer.content?.user_name)) || 'anonymous';
+                const task = await createFixtureTask('test_tool_with_task', extra);
+                runDetached(task.taskId, async () => {
+                    await sleep(200);
+                    await finish(extra, task.taskId, 'completed', {
+                        content: [{ type: 'text', text: `Hello, ${name}! Your task is complete.` }]
                     });
                 });
                 return { task };

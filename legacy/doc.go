@@ -1,6 +1,8 @@
 // Package legacy is taskbridge's face towards MCP 2025-11-25 (and older) clients: the wire
 // types of that revision (protocol.go) and the Streamable HTTP server with sessions
-// (server.go, session.go, stream.go).
+// (server.go, session.go, stream.go), plus the same face over stdio (Server.ServeStdio,
+// stdio.go) and WebSocket (an Upgrade request to the endpoint, ws.go). A stdio or
+// WebSocket connection is one session; Server.Push reaches it like a GET stream.
 //
 // The HTTP server is transport only. It validates headers, sessions and origins, frames
 // JSON-RPC messages as JSON or Server-Sent Events, and hands every message to a Handler

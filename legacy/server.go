@@ -76,6 +76,36 @@ type Options struct {
 	Logger *zerolog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Authenticate, when set, identifies the caller of every HTTP request. An error is
+	// answered 401 with a JSON-RPC error (the reason is not sent). A session is bound to the
+	// principal that opened it: a request carrying its id under another principal gets the
+	// same 404 as an unknown session. Nil means no authentication (principal "").
+	Authenticate func(*http.Request) (principal string, err error)
+}
+
+// Context keys for values the face reads off the HTTP request for the Handler.
+type (
+	principalKey      struct{}
+	idempotencyKeyKey struct{}
+)
+
+// PrincipalFrom returns the principal Options.Authenticate gave the request ("" without
+// authentication).
+func PrincipalFrom(ctx context.Context) string {
+	p, _ := ctx.Value(principalKey{}).(string)
+	return p
+}
+
+// IdempotencyKeyFrom returns the request's Idempotency-Key header ("" when absent).
+func IdempotencyKeyFrom(ctx context.Context) string {
+	k, _ := ctx.Value(idempotencyKeyKey{}).(string)
+	return k
+}
+
+// WithIdempotencyKey returns ctx carrying an idempotency key, as the face sets it from the
+// Idempotency-Key header (for other faces and tests).
+func WithIdempotencyKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, idempotencyKeyKey{}, key)
 }
 
 // Server is the 2025-11-25 Streamable HTTP face. Mount it at the MCP endpoint (/mcp).
@@ -88,16 +118,20 @@ type Server struct {
 	keepAlive time.Duration
 	log       zerolog.Logger
 	now       func() time.Time
+	authn     func(*http.Request) (string, error)
 
 	// base ends every handler ctx; Close cancels it after draining (or giving up).
 	base   context.Context
 	cancel context.CancelFunc
 
-	mu       sync.Mutex // guards closed, inflight, idle and streams
+	mu       sync.Mutex // guards closed, inflight, idle, streams and conns
 	closed   bool
 	inflight int                   // HTTP requests inside ServeHTTP past the closed check
 	idle     chan struct{}         // closed once closed && inflight == 0
 	streams  map[string]*getStream // session id → this process's GET stream
+	conns    map[string]*conn      // session id → its stdio/WebSocket connection (stdio.go); nil until the first
+
+	sessions *sessions // read-through cache of session records
 
 	touchMu   sync.Mutex // guards touched and lastSweep
 	touched   map[string]time.Time
@@ -117,9 +151,11 @@ func NewServer(o Options) *Server {
 		keepAlive: o.KeepAlive,
 		log:       zerolog.Nop(),
 		now:       o.Now,
+		authn:     o.Authenticate,
 		idle:      make(chan struct{}),
 		streams:   make(map[string]*getStream),
 		touched:   make(map[string]time.Time),
+		sessions:  newSessions(o.Store),
 	}
 	for _, origin := range o.AllowedOrigins {
 		s.origins[origin] = true
@@ -149,12 +185,17 @@ var (
 	errBodyTooLarge     = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Request body too large")
 	errNotAcceptable    = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Not Acceptable: Client must accept text/event-stream")
 	errShuttingDown     = jsonrpc.NewError(jsonrpc.CodeInternalError, "Service unavailable: server is shutting down")
+	errUnauthorized     = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Unauthorized")
 )
 
 const allowHeader = "GET, POST, DELETE"
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if isWebSocketUpgrade(r) {
+		s.serveWebSocket(w, r) // ws.go: same endpoint, one WebSocket connection per session
+		return
+	}
 	switch r.Method {
 	case http.MethodGet, http.MethodPost, http.MethodDelete:
 	default:
@@ -171,6 +212,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.end()
+	if s.authn != nil {
+		principal, err := s.authn(r)
+		if err != nil {
+			s.log.Info().Err(err).Str("remote", r.RemoteAddr).Msg("legacy: authentication failed")
+			w.Header().Set("WWW-Authenticate", `Bearer realm="taskbridge"`)
+			s.httpError(w, http.StatusUnauthorized, errUnauthorized)
+			return
+		}
+		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, principal))
+	}
 	switch r.Method {
 	case http.MethodPost:
 		s.handlePost(w, r)
@@ -268,6 +319,7 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, msg *jsonrpc
 	ctx, cancel := s.handlerContext(r)
 	defer cancel()
 	sess := newSession(msg.Params, s.now())
+	sess.Principal = PrincipalFrom(r.Context())
 	p := newPostStream(w, acc)
 	defer p.close()
 	res, err := s.h.Initialize(ctx, sess, msg.Params)
@@ -398,6 +450,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.handlerContext(r)
 	defer cancel()
+	s.sessions.forget(sess.ID)
 	if err := s.store.CloseSession(ctx, sess.ID); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			s.httpError(w, http.StatusNotFound, errSessionNotFound)
@@ -424,6 +477,9 @@ func (s *Server) Push(sessionID string, msg *jsonrpc.Message) bool {
 	if msg.IsResponse() {
 		return false
 	}
+	if queued, ok := s.pushConn(sessionID, msg); ok {
+		return queued // a stdio/WebSocket session: its connection is its push channel
+	}
 	s.mu.Lock()
 	g := s.streams[sessionID]
 	s.mu.Unlock()
@@ -437,11 +493,12 @@ func (s *Server) Push(sessionID string, msg *jsonrpc.Message) bool {
 	return g.offer(appendEvent(nil, b))
 }
 
-// HasGetStream reports whether this process holds an open GET stream for the session.
+// HasGetStream reports whether this process holds an open GET stream for the session, or
+// the session's stdio/WebSocket connection (which carries pushed messages the same way).
 func (s *Server) HasGetStream(sessionID string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.streams[sessionID] != nil
+	return s.streams[sessionID] != nil || s.conns[sessionID] != nil
 }
 
 // Close stops accepting requests (503), ends the GET streams, and waits for in-flight
@@ -454,6 +511,7 @@ func (s *Server) Close(ctx context.Context) error {
 		for _, g := range s.streams {
 			g.stop()
 		}
+		s.stopConnsLocked()
 		if s.inflight == 0 {
 			close(s.idle)
 		}
@@ -493,6 +551,9 @@ func (s *Server) end() {
 // (r.Context) or when Close gives up waiting (s.base).
 func (s *Server) handlerContext(r *http.Request) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(r.Context())
+	if k := r.Header.Get("Idempotency-Key"); k != "" {
+		ctx = WithIdempotencyKey(ctx, k)
+	}
 	stop := context.AfterFunc(s.base, cancel)
 	return ctx, func() { stop(); cancel() }
 }

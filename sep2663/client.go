@@ -27,6 +27,27 @@ type ClientOptions struct {
 	HTTPClient *http.Client   // nil: a shared client whose pool keeps 256 idle connections per host
 	ClientInfo Implementation // default {Name:"taskbridge", Version:"dev"}
 	Header     http.Header    // extra headers (upstream credentials from config), added to every POST
+	// Transport, when set, carries every message instead of HTTP (URL, HTTPClient and
+	// Header are then unused; URL defaults to Transport.Name() in errors). See stdio.go.
+	Transport Transport
+}
+
+// Transport carries framed JSON-RPC messages to an upstream reached by other means than
+// Streamable HTTP, such as a child process over stdio (StdioTransport). The Client still
+// builds the envelope and the frame; a Transport only moves bytes and matches replies.
+// Implementations are safe for concurrent use.
+type Transport interface {
+	// RoundTrip sends body, a framed request whose id is id, and waits for its reply: the
+	// result, or the JSON-RPC error the upstream answered (rpcErr). Notifications that
+	// belong to the request (a subscriptions/listen stream's, by subscriptionId) go to
+	// onMessage (may be nil), in order. When ctx ends first the transport tells the
+	// upstream (notifications/cancelled) and returns ctx.Err(). Other failures are plain
+	// errors; the Client wraps them in *UpstreamError.
+	RoundTrip(ctx context.Context, id jsonrpc.ID, body []byte, onMessage func(*jsonrpc.Message)) (result json.RawMessage, rpcErr *jsonrpc.Error, err error)
+	// Send writes a framed notification.
+	Send(ctx context.Context, body []byte) error
+	// Name names the upstream in errors, in place of a URL (e.g. "stdio:tbfixture").
+	Name() string
 }
 
 // Client is a stateless 2026-07-28 Streamable HTTP client for one upstream endpoint.
@@ -38,6 +59,7 @@ type Client struct {
 	http   *http.Client
 	info   Implementation
 	header http.Header
+	tr     Transport // nil: Streamable HTTP
 	nextID atomic.Int64
 }
 
@@ -54,7 +76,10 @@ var defaultHTTPClient = sync.OnceValue(func() *http.Client {
 
 // NewClient returns a client for o.URL.
 func NewClient(o ClientOptions) *Client {
-	c := &Client{url: o.URL, http: o.HTTPClient, info: o.ClientInfo, header: o.Header.Clone()}
+	c := &Client{url: o.URL, http: o.HTTPClient, info: o.ClientInfo, header: o.Header.Clone(), tr: o.Transport}
+	if c.tr != nil && c.url == "" {
+		c.url = c.tr.Name()
+	}
 	if c.http == nil {
 		c.http = defaultHTTPClient()
 	}
@@ -126,6 +151,9 @@ func (c *Client) Call(ctx context.Context, method string, params json.RawMessage
 		return nil, fmt.Errorf("sep2663: %s: %w", method, err)
 	}
 	id := jsonrpc.IntID(c.nextID.Add(1))
+	if c.tr != nil {
+		return c.roundTrip(ctx, method, id, params, onMessage)
+	}
 	resp, err := c.post(ctx, method, params, frame(id.Raw(), method, params))
 	if err != nil {
 		return nil, err
@@ -147,6 +175,12 @@ func (c *Client) Notify(ctx context.Context, method string, params json.RawMessa
 	if err != nil {
 		return fmt.Errorf("sep2663: %s: %w", method, err)
 	}
+	if c.tr != nil {
+		if err := c.tr.Send(ctx, frame("", method, params)); err != nil {
+			return c.upstreamErr(method, 0, err)
+		}
+		return nil
+	}
 	resp, err := c.post(ctx, method, params, frame("", method, params))
 	if err != nil {
 		return err
@@ -163,6 +197,19 @@ func (c *Client) Notify(ctx context.Context, method string, params json.RawMessa
 		err = errors.New("no JSON-RPC body")
 	}
 	return c.upstreamErr(method, resp.StatusCode, err)
+}
+
+// roundTrip is Call over a Transport.
+func (c *Client) roundTrip(ctx context.Context, method string, id jsonrpc.ID, params json.RawMessage,
+	onMessage func(*jsonrpc.Message)) (json.RawMessage, error) {
+	res, rpcErr, err := c.tr.RoundTrip(ctx, id, frame(id.Raw(), method, params), onMessage)
+	switch {
+	case rpcErr != nil:
+		return nil, rpcErr
+	case err != nil:
+		return nil, c.upstreamErr(method, 0, err)
+	}
+	return res, nil
 }
 
 // post sends one framed message with the protocol headers.

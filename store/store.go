@@ -136,6 +136,21 @@ type Cursor struct {
 	ID        string
 }
 
+// TaskQuery filters QueryTasks; zero fields match everything.
+type TaskQuery struct {
+	Owner     string
+	SessionID string
+	Status    Status
+	Limit     int
+}
+
+// SessionTaskCount is one row of CountTasksBySession.
+type SessionTaskCount struct {
+	SessionID string
+	Mode      Mode
+	Count     int
+}
+
 // Store is the durable record keeper. See the package comment for the concurrency contract.
 type Store interface {
 	CreateSession(ctx context.Context, s *Session) error
@@ -158,6 +173,18 @@ type Store interface {
 	ListTasks(ctx context.Context, owner string, after *Cursor, limit int) ([]*Task, error)
 	// ListActive returns every non-terminal task (for resuming after a restart).
 	ListActive(ctx context.Context) ([]*Task, error)
+	// CountActive counts owner's non-terminal tasks (the per-principal concurrency cap).
+	CountActive(ctx context.Context, owner string) (int, error)
+	// ReleaseIdempotencyKey clears a task's IdempotencyKey (an operator reconciled it), so
+	// a new task may take the key. ErrNotFound for an unknown id.
+	ReleaseIdempotencyKey(ctx context.Context, id string) error
+	// PurgeExpired applies the TTL: every terminal task whose ttl ran out before now loses
+	// its payload (Result, Error, StatusMessage, ProgressToken and its inputs; Version is
+	// bumped) and keeps its audit part (owner, tool, arguments hash, timestamps, outcome);
+	// a terminal task whose ttl ran out more than retention before now is deleted. It
+	// reports how many records lost their payload and how many were deleted. Tasks with
+	// an unlimited ttl are never purged.
+	PurgeExpired(ctx context.Context, now time.Time, retention time.Duration) (purged, deleted int, err error)
 
 	// PutInputs inserts the inputs that do not exist yet (by TaskID, Key); existing ones
 	// are left untouched.
@@ -170,6 +197,16 @@ type Store interface {
 	// answers are dropped and report first=false.
 	AnswerInput(ctx context.Context, taskID, key string, resp json.RawMessage, at time.Time) (first bool, err error)
 	MarkInputForwarded(ctx context.Context, taskID, key string, at time.Time) error
+
+	// ListSessions returns the sessions last seen at or after since, most recently seen
+	// first (operator reports: which legacy clients are still around).
+	ListSessions(ctx context.Context, since time.Time) ([]*Session, error)
+	// QueryTasks returns up to q.Limit tasks of any owner matching q, newest first
+	// (CreatedAt desc, ID desc); Limit <= 0 means no limit. For operator commands.
+	QueryTasks(ctx context.Context, q TaskQuery) ([]*Task, error)
+	// CountTasksBySession counts the tasks created at or after since, per creating session
+	// and mode (the migration report's "tasks created" and route columns).
+	CountTasksBySession(ctx context.Context, since time.Time) ([]SessionTaskCount, error)
 
 	// Ping checks the store is reachable.
 	Ping(ctx context.Context) error

@@ -21,7 +21,12 @@ import (
 const usage = `taskbridge — MCP Tasks migration bridge (2025-11-25 clients ⇄ SEP-2663 servers)
 
 Usage:
-  taskbridge serve --listen ADDR --upstream URL [--store sqlite:PATH|postgres://…]
+  taskbridge serve [--config FILE] --listen ADDR --upstream URL|--upstream-cmd CMD [--store sqlite:PATH|postgres://…] [--admin ADDR]
+  taskbridge stdio --upstream URL|--upstream-cmd CMD   (an MCP client launches this; logs on stderr)
+  taskbridge probe URL [--json]   (the upstream's capability manifest and the fallback decision per tool)
+  taskbridge config check FILE   (validate a config file; print the effective config, secrets masked)
+  taskbridge tasks list [--principal P] [--status S] | tasks show ID | tasks reconcile ID --outcome …
+  taskbridge report [--json]      (migration report: legacy clients still seen, tasks in flight, sunset)
   taskbridge demo
   taskbridge version
 
@@ -51,6 +56,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "serve":
 		return cmdServe(ctx, args[1:], stdout, stderr)
+	case "stdio":
+		return cmdStdio(ctx, args[1:], os.Stdin, stdout, stderr)
+	case "probe":
+		return cmdProbe(ctx, args[1:], stdout, stderr)
+	case "config":
+		return cmdConfig(ctx, args[1:], stdout, stderr)
+	case "tasks":
+		return cmdTasks(ctx, args[1:], stdout, stderr)
+	case "report":
+		return cmdReport(ctx, args[1:], stdout, stderr)
 	case "demo":
 		return cmdDemo(ctx, args[1:], stdout, stderr)
 	case "version":

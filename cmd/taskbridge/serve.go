@@ -9,94 +9,248 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/taskbridge/taskbridge/bridge"
+	"github.com/taskbridge/taskbridge/internal/auth"
+	"github.com/taskbridge/taskbridge/internal/config"
+	"github.com/taskbridge/taskbridge/internal/metrics"
+	"github.com/taskbridge/taskbridge/internal/ops"
 	"github.com/taskbridge/taskbridge/sep2663"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/postgres"
 	"github.com/taskbridge/taskbridge/store/sqlite"
 )
 
-// serveFlags are the flags of "serve".
-type serveFlags struct {
-	listen, upstream, store, logLevel string
-	maxBody                            int64
-	pollFloor                          int64
-	heartbeat                          time.Duration
-	origins                            string
-}
-
+// cmdServe runs the bridge. Every setting comes from internal/config: flags, TASKBRIDGE_*
+// variables, the --config file, defaults (in that order of precedence).
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var f serveFlags
-	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to listen on; the MCP endpoint is http://ADDR/mcp")
-	fs.StringVar(&f.upstream, "upstream", "", "URL of the SEP-2663 (2026-07-28) upstream MCP endpoint (required)")
-	fs.StringVar(&f.store, "store", "sqlite:taskbridge.db", "task store: sqlite:PATH or postgres://…")
-	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fs.Int64Var(&f.maxBody, "max-body", 4<<20, "largest accepted request body, bytes")
-	fs.Int64Var(&f.pollFloor, "poll-floor-ms", 250, "lowest poll interval told to clients and used upstream, ms")
-	fs.DurationVar(&f.heartbeat, "heartbeat", 10*time.Second, "keep-alive interval on long requests")
-	fs.StringVar(&f.origins, "allowed-origins", "", "comma-separated browser origins allowed besides loopback ones")
+	loader := config.Register(fs)
+	lim := registerLimitFlags(fs)
+	fbf := registerFallbackFlags(fs) // probe.go
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if f.upstream == "" {
-		return errors.New("serve: --upstream URL is required")
+	// Signals are counted here: the first SIGTERM/SIGINT drains, the second exits at once.
+	sigc := make(chan os.Signal, 2)
+	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigc)
+	cfg, err := loader.Load(os.Getenv)
+	if err == nil {
+		err = cfg.Validate(true)
 	}
-	log := newLogger(stderr, f.logLevel)
-	st, err := openStore(ctx, f.store)
 	if err != nil {
-		return err
+		return fmt.Errorf("serve: configuration:\n%w", err)
 	}
-	defer st.Close()
-	ln, err := net.Listen("tcp", f.listen)
+	log := newLoggerFormat(stderr, cfg.LogLevel, cfg.LogFormat)
+	m := metrics.New(version)
+	up := upstreamFlags{url: cfg.Upstream, cmd: cfg.UpstreamCmd, closeWait: cfg.UpstreamCloseWait, termWait: cfg.UpstreamTermWait}
+	upstream, stopUpstream, err := openUpstream(up, cfg, m, log, stderr)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	b, err := bridge.New(bridge.Config{
+	defer shutdownUpstream(stopUpstream, up.closeWait+up.termWait+time.Second)
+	rawStore, err := openStore(ctx, cfg.Store)
+	if err != nil {
+		return err
+	}
+	defer rawStore.Close()
+	st := m.InstrumentStore(rawStore)
+	var authn auth.Authenticator
+	if cfg.Auth.Enabled() {
+		if authn, err = auth.New(cfg.Auth); err != nil {
+			return fmt.Errorf("serve: auth: %w", err)
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	drain := ops.NewDrain()
+	bcfg := bridge.Config{
 		Store:          st,
-		Upstream:       sep2663.NewClient(sep2663.ClientOptions{URL: f.upstream, ClientInfo: sep2663.Implementation{Name: "taskbridge", Version: version}}),
+		Upstream:       upstream,
 		Logger:         log,
-		PollFloorMs:    f.pollFloor,
-		Heartbeat:      f.heartbeat,
-		MaxBodyBytes:   f.maxBody,
-		AllowedOrigins: splitList(f.origins),
-	})
+		MaxTTLMs:       cfg.MaxTTL.Milliseconds(),
+		PollFloorMs:    cfg.PollFloorMs,
+		PollCeilMs:     cfg.PollCeilMs,
+		Heartbeat:      cfg.Heartbeat,
+		ListPageSize:   cfg.ListPageSize,
+		CreateTimeout:  cfg.CreateTimeout,
+		StatusTimeout:  cfg.StatusTimeout,
+		CancelTimeout:  cfg.CancelTimeout,
+		InputTimeout:   cfg.InputTimeout,
+		MaxBodyBytes:   cfg.MaxBody,
+		AllowedOrigins: cfg.AllowedOrigins,
+		Auth:           authn,
+		Metrics:        m,
+		Draining:       drain.Draining,
+		KillSwitch:     cfg.KillSwitch,
+		Sunset:         cfg.Sunset,
+
+		MaxConcurrentTasks: lim.maxConcurrent,
+		RequestRate:        lim.rate,
+		RequestBurst:       lim.burst,
+		MaxResultBytes:     lim.maxResult,
+		AuditRetention:     lim.retention,
+		PurgeInterval:      lim.purgeEvery,
+	}
+	if err := fbf.apply(&bcfg); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	b, err := bridge.New(bcfg)
 	if err != nil {
 		return err
 	}
 	if err := b.Start(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "taskbridge listening on http://%s/mcp (upstream %s)\n", ln.Addr(), f.upstream)
-	return serveHTTP(ctx, ln, b)
+	m.SetTasksSource(ops.TasksInFlight(st))
+	m.SetKillSwitch(cfg.KillSwitch)
+	if cfg.KillSwitch {
+		log.Warn().Msg("kill switch is on: all new task creation is refused")
+	}
+	inflight := &ops.Inflight{}
+	var admin net.Listener
+	if cfg.AdminEnabled() {
+		if admin, err = net.Listen("tcp", cfg.Admin); err != nil {
+			return fmt.Errorf("serve: admin listener: %w", err)
+		}
+	}
+	s := &server{log: log, cfg: cfg, b: b, drain: drain, inflight: inflight, sigc: sigc,
+		admin: ops.Handler(ops.Options{Store: st, Metrics: m, Logger: log, UpstreamReady: b.UpstreamReady,
+			ActiveTasks: b.ActiveTasks, Drain: drain, Inflight: inflight, Version: version,
+			Upstream: up.describe(), KillSwitch: cfg.KillSwitch, Sunset: cfg.Sunset,
+			SunsetWarn: cfg.SunsetWarn, ReportWindow: cfg.ReportWindow})}
+	fmt.Fprintf(stdout, "taskbridge listening on http://%s/mcp (also ws://%s/mcp; upstream %s)\n", ln.Addr(), ln.Addr(), up.describe())
+	if admin != nil {
+		fmt.Fprintf(stdout, "taskbridge admin on http://%s/status (/metrics, /healthz, /readyz, POST /admin/drain)\n", admin.Addr())
+	}
+	return s.serve(ctx, ln, admin, m)
 }
 
-// serveHTTP serves until ctx ends, then drains: stop accepting, let handlers finish.
-func serveHTTP(ctx context.Context, ln net.Listener, b *bridge.Bridge) error {
+// openUpstream builds the upstream client: over HTTP with the instrumented transport and
+// the configured Authorization, or a stdio child (stdio.go).
+func openUpstream(up upstreamFlags, cfg *config.Config, m *metrics.Metrics, log zerolog.Logger, stderr io.Writer) (*sep2663.Client, func(context.Context) error, error) {
+	if up.cmd != "" {
+		return up.open(log, stderr)
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost, t.IdleConnTimeout = 1024, 256, 90*time.Second // design §10
+	var h http.Header
+	if cfg.UpstreamAuthorization != "" {
+		h = http.Header{"Authorization": {cfg.UpstreamAuthorization}}
+	}
+	c := sep2663.NewClient(sep2663.ClientOptions{URL: up.url, Header: h,
+		HTTPClient: &http.Client{Transport: m.Transport(t)},
+		ClientInfo: sep2663.Implementation{Name: "taskbridge", Version: version}})
+	return c, func(context.Context) error { return nil }, nil
+}
+
+// server is one running "serve": the MCP listener, the admin listener, and the drain.
+type server struct {
+	log      zerolog.Logger
+	cfg      *config.Config
+	b        *bridge.Bridge
+	drain    *ops.Drain
+	inflight *ops.Inflight
+	sigc     chan os.Signal
+	admin    http.Handler
+}
+
+// serve serves until a drain ends (first signal, ctx cancelled, or POST /admin/drain) and
+// returns nil, or until a second signal, which returns an error at once.
+//
+// A drain refuses new task-augmented calls (bridge.Config.Draining), keeps serving
+// everything else, and waits until no MCP POST is in flight and no task tracked here is
+// unfinished for drain_quiet (at most drain_timeout); tasks left then are resumed from the
+// store by any replica, or by this one after a restart.
+func (s *server) serve(ctx context.Context, ln, adminLn net.Listener, m *metrics.Metrics) error {
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", b.Handler())
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.Handle("/mcp", s.inflight.Wrap(s.b.Handler()))
+	mux.HandleFunc("/healthz", ops.Healthz)
+	if adminLn == nil {
+		// No admin listener: metrics and readiness on this one; /status and the drain
+		// endpoint are never exposed on the MCP listener.
+		mux.Handle("GET /metrics", s.admin)
+		mux.Handle("GET /readyz", s.admin)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	var adminSrv *http.Server
+	if adminLn != nil {
+		adminSrv = &http.Server{Handler: s.admin, ReadHeaderTimeout: 10 * time.Second}
+		go func() { errc <- adminSrv.Serve(adminLn) }()
+	}
+	wctx, stopWatch := context.WithCancel(context.Background())
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		ops.WatchSunset(wctx, s.log, m, s.cfg.Sunset, s.cfg.SunsetWarn, time.Now)
+	}()
+	defer func() { stopWatch(); <-watchDone }()
+
+	signals := 0
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
+	case <-s.sigc:
+		signals++
+	case <-s.drain.Started():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if s.drain.Start() {
+		m.SetDraining(true)
+		s.log.Warn().Int64("inflightRequests", s.inflight.Count()).Int("trackedTasks", s.b.ActiveTasks()).
+			Msg("draining: new tasks are refused; finishing in-flight calls and tracked tasks (a second signal exits at once)")
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()
-	_ = b.Close(sctx)
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return err
+	idle := make(chan error, 1)
+	go func() {
+		idle <- ops.WaitIdle(dctx, s.cfg.DrainQuiet, 50*time.Millisecond, func() bool {
+			return s.inflight.Count() > 0 || s.b.ActiveTasks() > 0
+		})
+	}()
+	for done := false; !done; {
+		select {
+		case <-s.sigc:
+			signals++
+			if signals >= 2 {
+				s.shutdown(srv, adminSrv, time.Second)
+				return errors.New("second signal: exiting without finishing the drain")
+			}
+		case err := <-idle:
+			if err != nil {
+				s.log.Warn().Int64("inflightRequests", s.inflight.Count()).Int("trackedTasks", s.b.ActiveTasks()).
+					Msg("drain timeout: exiting with work left; unfinished tasks resume from the store")
+			} else {
+				s.log.Info().Msg("drained: nothing in flight; exiting")
+			}
+			done = true
+		}
 	}
+	s.shutdown(srv, adminSrv, 10*time.Second)
 	return nil
+}
+
+// shutdown closes the bridge (its streams and pollers) and both listeners.
+func (s *server) shutdown(srv, adminSrv *http.Server, grace time.Duration) {
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	_ = s.b.Close(sctx)
+	_ = srv.Shutdown(sctx)
+	if adminSrv != nil {
+		_ = adminSrv.Shutdown(sctx)
+	}
 }
 
 // openStore opens "sqlite:PATH" (the default) or a postgres:// DSN.
@@ -111,11 +265,17 @@ func openStore(ctx context.Context, spec string) (store.Store, error) {
 }
 
 func newLogger(w io.Writer, level string) zerolog.Logger {
+	return newLoggerFormat(w, level, "auto")
+}
+
+// newLoggerFormat logs JSON lines, or the console format when format is "console" or
+// "auto" on a terminal.
+func newLoggerFormat(w io.Writer, level, format string) zerolog.Logger {
 	lvl, err := zerolog.ParseLevel(level)
 	if err != nil {
 		lvl = zerolog.InfoLevel
 	}
-	if f, ok := w.(*os.File); ok && isTerminal(f) {
+	if f, ok := w.(*os.File); format == "console" || (format == "auto" && ok && isTerminal(f)) {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
 	}
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
@@ -134,4 +294,26 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// limitFlags are the per-principal limits and the TTL purge settings (bridge.Config fields;
+// see docs/security.md and docs/durability.md).
+type limitFlags struct {
+	maxConcurrent int
+	rate          float64
+	burst         int
+	maxResult     int64
+	retention     time.Duration
+	purgeEvery    time.Duration
+}
+
+func registerLimitFlags(fs *flag.FlagSet) *limitFlags {
+	l := &limitFlags{}
+	fs.IntVar(&l.maxConcurrent, "max-concurrent-tasks", 0, "unfinished tasks allowed per principal (per session without auth); 0: no cap")
+	fs.Float64Var(&l.rate, "request-rate", 0, "JSON-RPC requests per second allowed per principal on each replica; 0: no cap")
+	fs.IntVar(&l.burst, "request-burst", 0, "burst above --request-rate (default 2x the rate)")
+	fs.Int64Var(&l.maxResult, "max-result-bytes", 8<<20, "largest task result or error kept; larger ones fail the task")
+	fs.DurationVar(&l.retention, "audit-retention", 30*24*time.Hour, "how long the audit part of a task record outlives its ttl")
+	fs.DurationVar(&l.purgeEvery, "purge-interval", time.Minute, "how often expired task payloads are purged")
+	return l
 }

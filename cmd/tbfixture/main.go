@@ -2,9 +2,13 @@
 // for tests in other processes.
 //
 //	go run ./cmd/tbfixture -addr 127.0.0.1:0 [-no-tasks] [-scale 0.1]
+//	go run ./cmd/tbfixture -stdio [-no-tasks] [-scale 0.1]
 //
 // The first stdout line is "listening http://HOST:PORT/mcp". The MCP endpoint is /mcp and
 // the counters are at GET /fixture/stats. SIGINT or SIGTERM stops it.
+//
+// With -stdio it serves one client over stdin/stdout instead (newline-delimited JSON-RPC,
+// nothing else on stdout) and exits when stdin closes or on SIGINT/SIGTERM.
 package main
 
 import (
@@ -36,11 +40,18 @@ func run() error {
 	name := flag.String("name", "", "serverInfo name (default taskbridge-fixture)")
 	ttl := flag.Int64("ttl-ms", 0, "task ttlMs (default 300000)")
 	poll := flag.Int64("poll-ms", 0, "task pollIntervalMs (default 200)")
+	stdio := flag.Bool("stdio", false, "serve one client over stdin/stdout instead of HTTP")
+	listen := flag.Bool("listen", false, "serve subscriptions/listen with notifications.taskIds (notifications/tasks)")
 	flag.Parse()
 
 	srv := fixture.New(fixture.Options{Name: *name, NoTasksExtension: *noTasks, Scale: *scale,
-		TaskTTLMs: *ttl, PollIntervalMs: *poll})
+		TaskTTLMs: *ttl, PollIntervalMs: *poll, Listen: *listen})
 	defer srv.Close()
+	if *stdio {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return srv.ServeStdio(ctx, os.Stdin, os.Stdout)
+	}
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

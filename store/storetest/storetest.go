@@ -55,6 +55,12 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"AnswerInputConcurrent", testAnswerInputConcurrent},
 		{"MarkInputForwarded", testMarkInputForwarded},
 		{"PingClose", testPingClose},
+		{"ListSessions", testListSessions},
+		{"QueryTasks", testQueryTasks},
+		{"CountTasksBySession", testCountTasksBySession},
+		{"CountActive", testCountActive},
+		{"ReleaseIdempotencyKey", testReleaseIdempotencyKey},
+		{"PurgeExpired", testPurgeExpired},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open(t)) })

@@ -1,0 +1,421 @@
+package bridge
+
+// The reverse route (design §4): 2026-07-28 + SEP-2663 clients in front of a 2025-11-25
+// upstream, and legacy clients passed through to the same upstream, on one /mcp.
+//
+// Protocol flow (modern client → bridge → legacy upstream):
+//
+//	server/discover          → built from the upstream's initialize (pooled session)
+//	tools/call (extension declared, tool optional|required)
+//	                         → tools/call + task:{} upstream; the CreateTaskResult becomes a
+//	                           flat resultType:"task" with a bridge-minted id, and the
+//	                           bridge holds tasks/result open upstream at once
+//	  server requests on the tools/call stream (before the task exists)
+//	                         → input_required + inputRequests + requestState (MRTR); the
+//	                           retry with inputResponses answers them and resumes the call
+//	tasks/get                → upstream tasks/get; terminal: result/error from the held
+//	                           tasks/result; requests that arrived on it: input_required
+//	tasks/update             → answers the held requests (POSTed upstream as responses)
+//	tasks/cancel             → upstream tasks/cancel, empty ack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/tidwall/gjson"
+
+	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/legacy"
+	"github.com/taskbridge/taskbridge/sep2663"
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// ReverseConfig configures a Reverse bridge. Zero values take the documented defaults.
+type ReverseConfig struct {
+	// Upstream is the legacy (2025-11-25) server. Required.
+	Upstream *legacy.Client
+	// Store holds the sessions of the pass-through legacy face. Required.
+	Store  store.Store
+	Logger zerolog.Logger
+	Now    func() time.Time
+
+	PollFloorMs int64 // lowest pollIntervalMs told to modern clients; default 250
+	PollCeilMs  int64 // highest; default 30 000
+
+	CreateTimeout time.Duration // upstream tools/call until it answers or asks for input; default 60 s
+	StatusTimeout time.Duration // upstream tasks/get; default 10 s
+	CancelTimeout time.Duration // upstream tasks/cancel; default 10 s
+	// InputTimeout bounds how long a held MRTR call waits for the client's retry, and how
+	// long a task's held input request waits for tasks/update. Default 5 min.
+	InputTimeout time.Duration
+	// InfoTTL is how long the upstream's initialize result and tool modes are cached
+	// (also discover's ttlMs). Default 60 s.
+	InfoTTL time.Duration
+
+	// Principal names the caller of a modern request (the owner of its tasks and the key
+	// of its pooled upstream session). Nil: every caller is anonymous ("").
+	Principal func(*http.Request) string
+
+	AllowedOrigins []string
+	MaxBodyBytes   int64
+}
+
+func (c *ReverseConfig) setDefaults() {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	for _, d := range []struct {
+		v *time.Duration
+		d time.Duration
+	}{{&c.CreateTimeout, 60 * time.Second}, {&c.StatusTimeout, 10 * time.Second}, {&c.CancelTimeout, 10 * time.Second},
+		{&c.InputTimeout, 5 * time.Minute}, {&c.InfoTTL, 60 * time.Second}} {
+		if *d.v <= 0 {
+			*d.v = d.d
+		}
+	}
+	if c.PollFloorMs <= 0 {
+		c.PollFloorMs = 250
+	}
+	if c.PollCeilMs <= 0 {
+		c.PollCeilMs = 30000
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = legacy.DefaultMaxBodyBytes
+	}
+}
+
+// Reverse serves modern clients (reverse translation) and legacy clients (pass-through)
+// in front of one legacy upstream.
+//
+// Concurrency: exported methods are safe for concurrent use. mu guards tasks, held and
+// closed; info is swapped atomically; each rtask and heldCall has its own lock. Every
+// goroutine (held tasks/result, held tools/call) is tracked by wg and ends with ctx.
+type Reverse struct {
+	cfg    ReverseConfig
+	up     *legacy.Client
+	pool   *legacy.Pool // modern callers: one upstream session per principal
+	log    zerolog.Logger
+	modern *sep2663.Server
+	pass   *passThrough
+
+	info atomic.Pointer[upstreamInfo]
+
+	mu     sync.Mutex
+	tasks  map[string]*rtask    // bridge task id → task
+	held   map[string]*heldCall // requestState → held MRTR call
+	closed bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// upstreamInfo is what the bridge knows about the legacy upstream.
+type upstreamInfo struct {
+	init      legacy.InitializeResult
+	tasksCall bool              // tasks.requests.tools.call declared
+	tools     map[string]string // tool name → execution.taskSupport ("" = forbidden)
+	fetchedAt time.Time
+}
+
+// NewReverse builds a Reverse bridge. Call Start before serving and Close when done.
+func NewReverse(cfg ReverseConfig) (*Reverse, error) {
+	if cfg.Upstream == nil || cfg.Store == nil {
+		return nil, errors.New("bridge: ReverseConfig needs Upstream and Store")
+	}
+	cfg.setDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Reverse{
+		cfg: cfg, up: cfg.Upstream, pool: legacy.NewPool(cfg.Upstream), log: cfg.Logger,
+		tasks: map[string]*rtask{}, held: map[string]*heldCall{},
+		ctx: ctx, cancel: cancel,
+	}
+	r.modern = sep2663.NewServer(sep2663.ServerOptions{Handler: r, AllowedOrigins: cfg.AllowedOrigins, MaxBodyBytes: cfg.MaxBodyBytes})
+	r.pass = newPassThrough(r)
+	return r, nil
+}
+
+// Start opens the first upstream session and reads the upstream's capabilities and tools.
+// A failure is returned: an unreachable upstream at start is an operator error.
+func (r *Reverse) Start(ctx context.Context) error {
+	_, err := r.upstream(ctx)
+	return err
+}
+
+// Handler returns the /mcp handler: modern requests go to the 2026-07-28 face, everything
+// else to the pass-through legacy face.
+func (r *Reverse) Handler() http.Handler {
+	return RouteEras(r.modern, r.pass.face, r.cfg.MaxBodyBytes)
+}
+
+// Close stops held calls and pollers, closes the pass-through face and every upstream
+// session. Safe to call twice.
+func (r *Reverse) Close(ctx context.Context) error {
+	r.mu.Lock()
+	already := r.closed
+	r.closed = true
+	r.mu.Unlock()
+	if already {
+		return nil
+	}
+	err := r.pass.close(ctx)
+	r.cancel()
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	r.pool.Close(ctx)
+	return err
+}
+
+// owner is the principal of a modern request ("" when anonymous).
+func (r *Reverse) owner(req *sep2663.Request) string {
+	if r.cfg.Principal == nil || req.HTTP == nil {
+		return ""
+	}
+	return r.cfg.Principal(req.HTTP)
+}
+
+// upstream returns the cached upstream info, refreshing it after InfoTTL.
+func (r *Reverse) upstream(ctx context.Context) (*upstreamInfo, error) {
+	if in := r.info.Load(); in != nil && r.cfg.Now().Sub(in.fetchedAt) < r.cfg.InfoTTL {
+		return in, nil
+	}
+	in, err := r.fetchInfo(ctx)
+	if err != nil {
+		if old := r.info.Load(); old != nil {
+			return old, nil // stale beats nothing; the next call retries
+		}
+		return nil, err
+	}
+	r.info.Store(in)
+	return in, nil
+}
+
+func (r *Reverse) fetchInfo(ctx context.Context) (*upstreamInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.StatusTimeout)
+	defer cancel()
+	s, err := r.pool.Get(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	init, raw := s.InitializeResult()
+	in := &upstreamInfo{init: init, tools: map[string]string{}, fetchedAt: r.cfg.Now()}
+	in.tasksCall = gjson.GetBytes(raw, "capabilities.tasks.requests.tools.call").IsObject()
+	if !gjson.GetBytes(raw, "capabilities.tools").Exists() {
+		return in, nil
+	}
+	cursor := ""
+	for page := 0; page < 100; page++ {
+		params := json.RawMessage(`{}`)
+		if cursor != "" {
+			params, _ = json.Marshal(map[string]string{"cursor": cursor})
+		}
+		res, err := s.Call(ctx, "tools/list", params, legacy.CallOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range gjson.GetBytes(res, "tools").Array() {
+			in.tools[t.Get("name").Str] = t.Get("execution.taskSupport").Str
+		}
+		if cursor = gjson.GetBytes(res, "nextCursor").Str; cursor == "" {
+			break
+		}
+	}
+	return in, nil
+}
+
+// toolMode returns the upstream's taskSupport for a tool, refreshing the cache once when
+// the tool is unknown (a tool added since the last tools/list).
+func (r *Reverse) toolMode(ctx context.Context, name string) (string, *upstreamInfo, error) {
+	in, err := r.upstream(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	mode, ok := in.tools[name]
+	if !ok {
+		if fresh, err := r.fetchInfo(ctx); err == nil {
+			r.info.Store(fresh)
+			in, mode = fresh, fresh.tools[name]
+		}
+	}
+	return mode, in, nil
+}
+
+// Serve implements sep2663.Handler: one dispatch table for the modern face.
+func (r *Reverse) Serve(ctx context.Context, req *sep2663.Request) (json.RawMessage, error) {
+	switch req.Method {
+	case sep2663.MethodDiscover:
+		return r.discover(ctx)
+	case sep2663.MethodToolsCall:
+		return r.toolsCall(ctx, req)
+	case sep2663.MethodTasksGet:
+		return r.tasksGet(ctx, req)
+	case sep2663.MethodTasksUpdate:
+		return r.tasksUpdate(ctx, req)
+	case sep2663.MethodTasksCancel:
+		return r.tasksCancel(ctx, req)
+	case sep2663.MethodSubscriptionsListen, "initialize", "ping", "logging/setLevel",
+		"resources/subscribe", "resources/unsubscribe":
+		// Not offered on the modern face (listen: see docs/reverse.md); removed in 2026-07-28.
+		return nil, jsonrpc.ErrMethodNotFound.Wrapf("%s", req.Method)
+	default:
+		return r.forwardModern(ctx, req)
+	}
+}
+
+// discover builds server/discover from the upstream's initialize result.
+func (r *Reverse) discover(ctx context.Context) (json.RawMessage, error) {
+	in, err := r.upstream(ctx)
+	if err != nil {
+		return nil, reverseUpstreamErr(err)
+	}
+	caps, err := legacyServerCapsToModern(in.init.Capabilities, in.tasksCall)
+	if err != nil {
+		return nil, err
+	}
+	info, _ := json.Marshal(sep2663.Implementation{Name: in.init.ServerInfo.Name, Version: in.init.ServerInfo.Version, Title: in.init.ServerInfo.Title})
+	return json.Marshal(sep2663.DiscoverResult{
+		ResultType:        sep2663.ResultComplete,
+		SupportedVersions: []string{sep2663.ProtocolVersion},
+		Capabilities:      caps,
+		Instructions:      in.init.Instructions,
+		TTLMs:             r.cfg.InfoTTL.Milliseconds(),
+		CacheScope:        "public",
+		Meta:              map[string]json.RawMessage{sep2663.MetaServerInfo: info},
+	})
+}
+
+// legacyServerCapsToModern translates 2025-11-25 ServerCapabilities: the shared keys are
+// kept as sent, tasks is dropped (SEP-2663 forbids advertising it), and the tasks
+// extension is added when the upstream can run tools/call as a task.
+func legacyServerCapsToModern(raw json.RawMessage, tasks bool) (sep2663.ServerCapabilities, error) {
+	var in map[string]json.RawMessage
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &in); err != nil {
+			return sep2663.ServerCapabilities{}, jsonrpc.NewError(jsonrpc.CodeUpstream, "upstream capabilities are not an object")
+		}
+	}
+	c := sep2663.ServerCapabilities{
+		Experimental: in["experimental"], Logging: in["logging"], Completions: in["completions"],
+		Prompts: in["prompts"], Resources: in["resources"], Tools: in["tools"],
+	}
+	if tasks {
+		c.Extensions = map[string]json.RawMessage{sep2663.ExtensionTasks: json.RawMessage(`{}`)}
+	}
+	return c, nil
+}
+
+// modernOnlyParams are request fields a legacy server must not see.
+var modernOnlyParams = []string{"inputResponses", "requestState", "task"}
+
+// modernMetaKeys are the 2026-07-28 envelope keys removed from a forwarded request's _meta.
+var modernMetaKeys = []string{sep2663.MetaProtocolVersion, sep2663.MetaClientCapabilities, sep2663.MetaClientInfo,
+	"io.modelcontextprotocol/logLevel"}
+
+// legacyParams strips the modern envelope and fields from params for a legacy upstream.
+// Only the top level and _meta are decoded; other members keep their bytes.
+func legacyParams(params json.RawMessage) (map[string]json.RawMessage, error) {
+	var p map[string]json.RawMessage
+	if err := json.Unmarshal(params, &p); err != nil || p == nil {
+		return nil, jsonrpc.ErrInvalidParams.Wrapf("params must be an object")
+	}
+	for _, k := range modernOnlyParams {
+		delete(p, k)
+	}
+	if m, ok := p["_meta"]; ok {
+		var meta map[string]json.RawMessage
+		if json.Unmarshal(m, &meta) == nil {
+			for _, k := range modernMetaKeys {
+				delete(meta, k)
+			}
+		}
+		if len(meta) == 0 {
+			delete(p, "_meta")
+		} else {
+			p["_meta"], _ = json.Marshal(meta)
+		}
+	}
+	return p, nil
+}
+
+// forwardModern passes any other request (tools/list, prompts/*, resources/*, completion)
+// to the upstream session of the caller and stamps the 2026-07-28 result fields.
+func (r *Reverse) forwardModern(ctx context.Context, req *sep2663.Request) (json.RawMessage, error) {
+	p, err := legacyParams(req.Params)
+	if err != nil {
+		return nil, err
+	}
+	params, _ := json.Marshal(p)
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.CreateTimeout)
+	defer cancel()
+	res, _, err := r.pool.Call(ctx, r.owner(req), req.Method, params, legacy.CallOptions{})
+	if err != nil {
+		return nil, reverseUpstreamErr(err)
+	}
+	if req.Method == "tools/list" {
+		return toolsListForModern(res)
+	}
+	return res, nil
+}
+
+// toolsListForModern drops execution.taskSupport (2026-07-28 tools have no per-tool task
+// flag; the server decides) and keeps everything else.
+func toolsListForModern(res json.RawMessage) (json.RawMessage, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(res, &top); err != nil {
+		return nil, jsonrpc.NewError(jsonrpc.CodeUpstream, "upstream tools/list result is not an object")
+	}
+	var tools []map[string]json.RawMessage
+	if json.Unmarshal(top["tools"], &tools) == nil {
+		for _, t := range tools {
+			var ex map[string]json.RawMessage
+			if json.Unmarshal(t["execution"], &ex) == nil && ex != nil {
+				delete(ex, "taskSupport")
+				if len(ex) == 0 {
+					delete(t, "execution")
+				} else {
+					t["execution"], _ = json.Marshal(ex)
+				}
+			}
+		}
+		top["tools"], _ = json.Marshal(tools)
+	}
+	return json.Marshal(top)
+}
+
+// reverseUpstreamErr maps an upstream failure to the modern wire: JSON-RPC errors pass
+// through (the retired -32002 "resource not found" becomes -32602); transport failures
+// become CodeUpstream.
+func reverseUpstreamErr(err error) error {
+	var je *jsonrpc.Error
+	if errors.As(err, &je) {
+		if je.Code == -32002 {
+			c := *je
+			c.Code = jsonrpc.CodeInvalidParams
+			return &c
+		}
+		return je
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return jsonrpc.NewError(jsonrpc.CodeUpstream, "upstream timed out")
+	}
+	var ue *legacy.UpstreamError
+	if errors.As(err, &ue) {
+		return jsonrpc.NewError(jsonrpc.CodeUpstream, "upstream unavailable: "+ue.Error())
+	}
+	return err
+}
+
+// isLegacyVersion reports whether v is a revision the legacy face negotiates.
+func isLegacyVersion(v string) bool { return slices.Contains(legacy.SupportedVersions, v) }

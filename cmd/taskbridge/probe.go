@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/taskbridge/taskbridge/bridge"
+	"github.com/taskbridge/taskbridge/fallback"
+	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/legacy"
+	"github.com/taskbridge/taskbridge/sep2663"
+)
+
+// probeReport is what "taskbridge probe" prints (--json: exactly this, indented).
+type probeReport struct {
+	URL       string                    `json:"url"`
+	Manifest  fallback.UpstreamManifest `json:"manifest"`
+	Decisions []toolDecisions           `json:"decisions"`
+}
+
+// toolDecisions are the routes of one tool for each client era.
+type toolDecisions struct {
+	Tool   string          `json:"tool"`
+	Legacy clientDecisions `json:"client-2025-11-25"`
+	Modern clientDecisions `json:"client-2026-07-28"`
+}
+
+// clientDecisions: Task is a call with params.task (legacy) or with the tasks extension
+// declared (2026-07-28); Sync is a call without.
+type clientDecisions struct {
+	TaskSupport string       `json:"taskSupport,omitempty"` // advertised in tools/list (legacy)
+	Task        decisionJSON `json:"task"`
+	Sync        decisionJSON `json:"sync"`
+}
+
+type decisionJSON struct {
+	Decision string         `json:"decision"`
+	Reason   string         `json:"reason"`
+	Error    *jsonrpc.Error `json:"error,omitempty"`
+}
+
+func cmdProbe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: taskbridge probe URL [--json] [--timeout 10s] [--host-allow a,b] [--host-deny a,b] [--no-hosting]")
+		fs.PrintDefaults()
+	}
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	timeout := fs.Duration("timeout", 10*time.Second, "bound on the whole probe")
+	allow := fs.String("host-allow", "", "comma-separated tools that may run as bridge-hosted tasks whatever their annotations")
+	deny := fs.String("host-deny", "", "comma-separated tools never run as bridge-hosted tasks")
+	noHosting := fs.Bool("no-hosting", false, "refuse every bridge-hosted task")
+	// The URL may come before or after the flags.
+	var url string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		url, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if url == "" && fs.NArg() > 0 {
+		url = fs.Arg(0)
+	}
+	if url == "" {
+		fs.Usage()
+		return errors.New("probe: URL is required")
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	m, err := probeUpstream(ctx, url)
+	if err != nil {
+		return err
+	}
+	rep := buildReport(url, m, fallback.Policy{HostAllow: splitList(*allow), HostDeny: splitList(*deny), NoHosting: *noHosting})
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		return enc.Encode(rep)
+	}
+	printReport(stdout, rep)
+	return nil
+}
+
+// probeUpstream detects the era as 2026-07-28 prescribes (server/discover first; a
+// non-modern error means a legacy server, then initialize) and lists the tools.
+func probeUpstream(ctx context.Context, url string) (fallback.UpstreamManifest, error) {
+	mc := sep2663.NewClient(sep2663.ClientOptions{URL: url, ClientInfo: sep2663.Implementation{Name: "taskbridge-probe", Version: version}})
+	d, derr := mc.Discover(ctx)
+	if derr == nil {
+		m := fallback.FromDiscover(d)
+		err := listTools(ctx, &m, func(params json.RawMessage) (json.RawMessage, error) {
+			return mc.Call(ctx, "tools/list", params, sep2663.RequestMeta{}, nil)
+		})
+		return m, err
+	}
+	if !fallback.DiscoverMeansLegacy(derr) {
+		var je *jsonrpc.Error
+		if errors.As(derr, &je) {
+			return fallback.UpstreamManifest{}, fmt.Errorf("%s speaks MCP 2026-07-28 but refused server/discover: %d %s", url, je.Code, je.Message)
+		}
+		return fallback.UpstreamManifest{}, fmt.Errorf("%s does not speak MCP: server/discover: %v", url, derr)
+	}
+	lc := legacy.NewClient(legacy.ClientOptions{URL: url, Capabilities: json.RawMessage(`{}`),
+		ClientInfo: legacy.Implementation{Name: "taskbridge-probe", Version: version}})
+	sess, err := lc.Connect(ctx)
+	if err != nil {
+		return fallback.UpstreamManifest{}, fmt.Errorf("%s does not speak MCP: server/discover: %v; initialize: %v", url, derr, err)
+	}
+	defer sess.Close(context.WithoutCancel(ctx))
+	_, raw := sess.InitializeResult()
+	m, err := fallback.FromInitialize(raw)
+	if err != nil {
+		return m, err
+	}
+	return m, listTools(ctx, &m, func(params json.RawMessage) (json.RawMessage, error) {
+		return sess.Call(ctx, "tools/list", params, legacy.CallOptions{})
+	})
+}
+
+// listTools reads every tools/list page into m.Tools (at most 100 pages).
+func listTools(ctx context.Context, m *fallback.UpstreamManifest, call func(json.RawMessage) (json.RawMessage, error)) error {
+	cursor := ""
+	for range 100 {
+		params := json.RawMessage(`{}`)
+		if cursor != "" {
+			params, _ = json.Marshal(map[string]string{"cursor": cursor})
+		}
+		res, err := call(params)
+		if err != nil {
+			return fmt.Errorf("tools/list: %w", err)
+		}
+		m.Tools = append(m.Tools, fallback.ToolsFromList(m.Era, res)...)
+		if cursor = gjson.GetBytes(res, "nextCursor").Str; cursor == "" {
+			return nil
+		}
+	}
+	return errors.New("tools/list: more than 100 pages")
+}
+
+// buildReport computes, per tool, what the bridge would do for each client era.
+func buildReport(url string, m fallback.UpstreamManifest, p fallback.Policy) probeReport {
+	rep := probeReport{URL: url, Manifest: m, Decisions: []toolDecisions{}}
+	legacyClient := fallback.LegacyClient(legacy.ProtocolVersion)
+	modern := func(tasks bool) fallback.ClientManifest {
+		return fallback.ClientManifest{Era: fallback.EraModern, Version: sep2663.ProtocolVersion, Tasks: tasks}
+	}
+	for _, t := range m.Tools {
+		ti := p.Apply(t)
+		rep.Decisions = append(rep.Decisions, toolDecisions{
+			Tool: t.Name,
+			Legacy: clientDecisions{
+				TaskSupport: string(fallback.TaskSupport(legacyClient, m, ti)),
+				Task:        asJSON(fallback.Decide(legacyClient, m, ti, fallback.Request{Task: true})),
+				Sync:        asJSON(fallback.Decide(legacyClient, m, ti, fallback.Request{})),
+			},
+			Modern: clientDecisions{
+				Task: asJSON(fallback.Decide(modern(true), m, ti, fallback.Request{Task: true})),
+				Sync: asJSON(fallback.Decide(modern(false), m, ti, fallback.Request{})),
+			},
+		})
+	}
+	return rep
+}
+
+func asJSON(d fallback.Decision) decisionJSON {
+	return decisionJSON{Decision: string(d.Kind), Reason: d.Reason, Error: d.Err}
+}
+
+// printReport writes the human form.
+func printReport(w io.Writer, r probeReport) {
+	m := r.Manifest
+	fmt.Fprintf(w, "upstream        %s\n", r.URL)
+	fmt.Fprintf(w, "era             %s (protocol %s; supports %s)\n", m.Era, m.ProtocolVersion, strings.Join(m.SupportedVersions, ", "))
+	fmt.Fprintf(w, "server          %s %s\n", m.Server.Name, m.Server.Version)
+	fmt.Fprintf(w, "extensions      %s\n", orNone(strings.Join(m.Extensions, ", ")))
+	fmt.Fprintf(w, "tasks           %v (operations: %s)\n", m.Tasks, orNone(strings.Join(m.TaskOperations, ", ")))
+	fmt.Fprintf(w, "tools           %d\n\n", len(m.Tools))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOOL\tMODE\tHINTS\t2025-11-25 ADVERTISED\t2025-11-25 TASK\t2025-11-25 SYNC\t2026-07-28 TASK\t2026-07-28 SYNC")
+	for i, d := range r.Decisions {
+		t := m.Tools[i]
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Tool, t.Mode, hints(t), d.Legacy.TaskSupport,
+			short(d.Legacy.Task), short(d.Legacy.Sync), short(d.Modern.Task), short(d.Modern.Sync))
+	}
+	tw.Flush()
+}
+
+func short(d decisionJSON) string {
+	if d.Error != nil {
+		return fmt.Sprintf("%s (%d %s)", d.Decision, d.Error.Code, d.Reason)
+	}
+	return d.Decision + " (" + d.Reason + ")"
+}
+
+func hints(t fallback.Tool) string {
+	var h []string
+	if t.ReadOnly {
+		h = append(h, "readOnly")
+	}
+	if t.Idempotent {
+		h = append(h, "idempotent")
+	}
+	if t.Destructive {
+		h = append(h, "destructive")
+	}
+	return orNone(strings.Join(h, ","))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// fallbackFlags are the fallback policy flags of "serve" (docs/fallback.md).
+type fallbackFlags struct {
+	allow, deny, taskSupport string
+	noHosting                bool
+	workers                  int
+}
+
+func registerFallbackFlags(fs *flag.FlagSet) *fallbackFlags {
+	f := &fallbackFlags{}
+	fs.StringVar(&f.allow, "host-allow", "", "comma-separated tools that may run as bridge-hosted tasks whatever their annotations")
+	fs.StringVar(&f.deny, "host-deny", "", "comma-separated tools never run as bridge-hosted tasks (wins over --host-allow)")
+	fs.BoolVar(&f.noHosting, "no-hosting", false, "refuse every bridge-hosted task")
+	fs.StringVar(&f.taskSupport, "tool-task-support", "", "taskSupport advertised to 2025-11-25 clients, per tool: name=forbidden|optional|required,…")
+	fs.IntVar(&f.workers, "host-workers", 8, "upstream calls of bridge-hosted tasks run at once (×16 may be queued)")
+	return f
+}
+
+// apply copies the flags into a bridge configuration.
+func (f *fallbackFlags) apply(c *bridge.Config) error {
+	c.HostAllow, c.HostDeny, c.NoHosting, c.HostWorkers = splitList(f.allow), splitList(f.deny), f.noHosting, f.workers
+	for _, kv := range splitList(f.taskSupport) {
+		name, mode, ok := strings.Cut(kv, "=")
+		if !ok || fallback.ParseMode(mode) == fallback.ModeUnknown {
+			return fmt.Errorf("--tool-task-support %q: want name=forbidden|optional|required", kv)
+		}
+		if c.ToolTaskSupport == nil {
+			c.ToolTaskSupport = map[string]string{}
+		}
+		c.ToolTaskSupport[strings.TrimSpace(name)] = mode
+	}
+	return nil
+}

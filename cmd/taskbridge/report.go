@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/taskbridge/taskbridge/internal/ops"
+)
+
+// cmdReport prints the migration report from the store: the legacy clients still seen,
+// the tasks in flight, and the days left to the sunset. The same report is the /status
+// page on the admin listener.
+func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	open := storeFlags(fs, "report_window", "sunset")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	st, cfg, err := open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	r, err := ops.BuildReport(ctx, st, time.Now(), cfg.ReportWindow, cfg.Sunset)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	writeReport(stdout, r)
+	return nil
+}
+
+func writeReport(w io.Writer, r *ops.Report) {
+	fmt.Fprintf(w, "taskbridge migration report — %s (legacy sessions seen since %s)\n\n",
+		r.Generated.Format("2006-01-02 15:04 UTC"), r.Since.Format("2006-01-02 15:04 UTC"))
+	switch {
+	case r.Sunset.IsZero():
+		fmt.Fprintln(w, "Sunset: none configured.")
+	case r.DaysLeft < 0 || !r.Generated.Before(r.Sunset):
+		fmt.Fprintf(w, "Sunset: %s, passed %d days ago — new legacy tasks are refused.\n", r.Sunset.Format(time.DateOnly),
+			int(r.Generated.Sub(r.Sunset)/(24*time.Hour)))
+	default:
+		fmt.Fprintf(w, "Sunset: %s, %d days left.\n", r.Sunset.Format(time.DateOnly), r.DaysLeft)
+	}
+	fmt.Fprintf(w, "Tasks in flight: %d (working %d, input_required %d); created in the window: %d.\n\n",
+		r.InFlightTotal(), r.InFlight["working"], r.InFlight["input_required"], r.TasksCreated)
+	if len(r.Clients) == 0 {
+		fmt.Fprintln(w, "No legacy client was seen in the window: nothing depends on the bridge any more (see docs/operations.md, Retiring).")
+		return
+	}
+	fmt.Fprintln(w, "Legacy clients still seen:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLIENT\tVERSION\tPROTOCOL\tPRINCIPAL\tFIRST SEEN\tLAST SEEN\tSESSIONS\tTASKS\tROUTES")
+	for _, c := range r.Clients {
+		p := c.Principal
+		if p == "" {
+			p = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", c.Name, c.Version, c.ProtocolVersion, p,
+			c.FirstSeen.Format("2006-01-02 15:04"), c.LastSeen.Format("2006-01-02 15:04"), c.Sessions, c.Tasks, modes(c.ByMode))
+	}
+	tw.Flush()
+}
+
+func modes(m map[string]int) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	var parts []string
+	for _, k := range ks {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,184 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/store/sqlite"
+)
+
+// TestNilSafe: every recording method is a no-op on nil (tools without /metrics pass nil).
+func TestNilSafe(t *testing.T) {
+	var m *Metrics
+	m.Request("legacy", "tools/call", "ok", time.Second)
+	m.Upstream("tools/call", "ok", time.Second)
+	m.Store("get_task", nil, time.Second)
+	m.TaskCreated("translate")
+	m.TaskRefused("sunset")
+	m.Fallback("collapse")
+	m.PollCoalesced()
+	m.UpstreamPoll()
+	m.InputRelayed("elicitation/create")
+	m.LegacyClient("c", "1", "2025-11-25")
+	m.SetDraining(true)
+	m.SetKillSwitch(true)
+	m.SetSunset(time.Now(), time.Now())
+	m.SetTasksSource(nil)
+	if m.Transport(http.DefaultTransport) != http.DefaultTransport {
+		t.Error("nil Transport must return rt unchanged")
+	}
+	if len(m.Values("requests_total")) != 0 {
+		t.Error("nil Values must be empty")
+	}
+	var st store.Store
+	if m.InstrumentStore(st) != nil {
+		t.Error("nil InstrumentStore must return the store")
+	}
+}
+
+func scrape(t *testing.T, m *Metrics) string {
+	t.Helper()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func TestLabelsAreBounded(t *testing.T) {
+	m := New("v1")
+	m.Request("legacy", "tools/call", Outcome(nil), time.Millisecond)
+	m.Request("legacy", "x/custom-"+strings.Repeat("a", 10), Outcome(jsonrpc.ErrMethodNotFound), time.Millisecond)
+	m.Request("legacy", "tools/call", Outcome(errors.New("boom")), time.Millisecond)
+	for i := range maxClients + 50 {
+		m.LegacyClient(fmt.Sprintf("client-%d", i), "1.0", "2025-11-25")
+	}
+	m.LegacyClient("evil\x00\nname", "", "2025-11-25")
+	body := scrape(t, m)
+	for _, want := range []string{
+		`taskbridge_requests_total{face="legacy",method="tools/call",outcome="ok"} 1`,
+		`taskbridge_requests_total{face="legacy",method="other",outcome="error_-32601"} 1`,
+		`taskbridge_requests_total{face="legacy",method="tools/call",outcome="error_-32603"} 1`,
+		`taskbridge_legacy_clients_total{client_name="other",client_version="other",protocol_version="2025-11-25"} 51`,
+		`taskbridge_build_info{version="v1"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if n := strings.Count(body, "taskbridge_legacy_clients_total{"); n != maxClients+1 {
+		t.Errorf("legacy client series = %d, want %d (bounded)", n, maxClients+1)
+	}
+}
+
+func TestTransportTimesUpstreamExchanges(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Method") == "tasks/get" {
+			http.Error(w, "nope", http.StatusBadGateway)
+			return
+		}
+		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{}}`)
+	}))
+	defer up.Close()
+	m := New("v")
+	c := &http.Client{Transport: m.Transport(http.DefaultTransport)}
+	for _, method := range []string{"tools/call", "tasks/get"} {
+		req, _ := http.NewRequest("POST", up.URL, strings.NewReader("{}"))
+		req.Header.Set("Mcp-Method", method)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	up.Close()
+	req, _ := http.NewRequest("POST", up.URL, nil)
+	req.Header.Set("Mcp-Method", "tools/call")
+	if _, err := c.Do(req); err == nil {
+		t.Fatal("want a transport error from a closed server")
+	}
+	body := scrape(t, m)
+	for _, want := range []string{
+		`taskbridge_upstream_request_duration_seconds_count{method="tools/call",outcome="ok"} 1`,
+		`taskbridge_upstream_request_duration_seconds_count{method="tasks/get",outcome="http_502"} 1`,
+		`taskbridge_upstream_request_duration_seconds_count{method="tools/call",outcome="transport_error"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+func TestInstrumentedStoreAndTasksGauge(t *testing.T) {
+	raw, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "tb.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	m := New("v")
+	st := m.InstrumentStore(raw)
+	if Unwrap(st) != raw {
+		t.Error("Unwrap does not return the wrapped store")
+	}
+	ctx := context.Background()
+	if _, err := st.GetTask(ctx, "missing"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetTask: %v", err)
+	}
+	now := time.Now()
+	if err := st.CreateTask(ctx, &store.Task{ID: "a", Owner: "o", Status: store.StatusWorking, CreatedAt: now, LastUpdatedAt: now, Outcome: store.OutcomePending}); err != nil {
+		t.Fatal(err)
+	}
+	m.SetTasksSource(func(ctx context.Context) (map[string]int, error) {
+		ts, err := st.ListActive(ctx)
+		return map[string]int{"working": len(ts)}, err
+	})
+	body := scrape(t, m)
+	for _, want := range []string{
+		`taskbridge_store_operation_duration_seconds_count{op="get_task",outcome="ok"} 1`, // not found is an answer
+		`taskbridge_store_operation_duration_seconds_count{op="create_task",outcome="ok"} 1`,
+		`taskbridge_tasks_in_flight{status="working"} 1`,
+		`taskbridge_tasks_in_flight{status="input_required"} 0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+func TestDaysUntilAndSunsetGauge(t *testing.T) {
+	sunset := time.Date(2027, 7, 28, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		now  time.Time
+		want int
+	}{
+		{sunset.Add(-48 * time.Hour), 2},
+		{sunset.Add(-47 * time.Hour), 1},
+		{sunset, 0},
+		{sunset.Add(time.Hour), -1},
+		{sunset.Add(24 * time.Hour), -1},
+	} {
+		if got := DaysUntil(sunset, c.now); got != c.want {
+			t.Errorf("DaysUntil(%v) = %d, want %d", c.now, got, c.want)
+		}
+	}
+	m := New("v")
+	m.SetSunset(sunset, sunset.Add(-10*24*time.Hour))
+	if v := m.Values("sunset_days_remaining")[""]; v != 10 {
+		t.Errorf("sunset_days_remaining = %v, want 10", v)
+	}
+}

@@ -1,0 +1,151 @@
+package ops
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/taskbridge/taskbridge/internal/metrics"
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// Report is the migration report: which legacy clients still use the bridge, what is in
+// flight, and how long until the sunset. It is built from the store, so every replica
+// sharing a store shows the same report.
+type Report struct {
+	Generated time.Time `json:"generated"`
+	Window    string    `json:"window"`
+	Since     time.Time `json:"since"`
+	// Sunset is zero when none is configured; DaysLeft is then meaningless.
+	Sunset   time.Time `json:"sunset,omitzero"`
+	DaysLeft int       `json:"daysLeft"`
+
+	Clients  []ClientRow    `json:"clients"`
+	InFlight map[string]int `json:"inFlight"` // non-terminal tasks by status, all replicas
+	// TasksCreated is the number of tasks created within the window, all clients.
+	TasksCreated int `json:"tasksCreated"`
+}
+
+// ClientRow is one legacy client: sessions grouped by clientInfo name and version,
+// protocol version and principal.
+type ClientRow struct {
+	Name            string         `json:"name"`
+	Version         string         `json:"version"`
+	ProtocolVersion string         `json:"protocolVersion"`
+	Principal       string         `json:"principal"`
+	FirstSeen       time.Time      `json:"firstSeen"`
+	LastSeen        time.Time      `json:"lastSeen"`
+	Sessions        int            `json:"sessions"`
+	Tasks           int            `json:"tasks"`
+	ByMode          map[string]int `json:"tasksByMode"` // translate, host, complete
+}
+
+// InFlightTotal sums the in-flight counts.
+func (r *Report) InFlightTotal() int {
+	n := 0
+	for _, v := range r.InFlight {
+		n += v
+	}
+	return n
+}
+
+// BuildReport reads the store: sessions seen within window before now, their tasks, and
+// every non-terminal task.
+func BuildReport(ctx context.Context, st store.Store, now time.Time, window time.Duration, sunset time.Time) (*Report, error) {
+	r := &Report{Generated: now.UTC(), Window: humanWindow(window), Since: now.Add(-window).UTC(), Sunset: sunset,
+		InFlight: map[string]int{string(store.StatusWorking): 0, string(store.StatusInputRequired): 0}}
+	if !sunset.IsZero() {
+		r.DaysLeft = metrics.DaysUntil(sunset, now)
+	}
+	sessions, err := st.ListSessions(ctx, r.Since)
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	counts, err := st.CountTasksBySession(ctx, r.Since)
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	bySession := map[string]map[string]int{}
+	for _, c := range counts {
+		if bySession[c.SessionID] == nil {
+			bySession[c.SessionID] = map[string]int{}
+		}
+		bySession[c.SessionID][string(c.Mode)] += c.Count
+		r.TasksCreated += c.Count
+	}
+	type key struct{ name, version, proto, principal string }
+	rows := map[key]*ClientRow{}
+	for _, se := range sessions {
+		k := key{clientField(se.ClientInfo, "name"), clientField(se.ClientInfo, "version"), se.ProtocolVersion, se.Principal}
+		row := rows[k]
+		if row == nil {
+			row = &ClientRow{Name: k.name, Version: k.version, ProtocolVersion: k.proto, Principal: k.principal,
+				FirstSeen: se.CreatedAt, LastSeen: se.LastSeenAt, ByMode: map[string]int{}}
+			rows[k] = row
+		}
+		row.Sessions++
+		if se.CreatedAt.Before(row.FirstSeen) {
+			row.FirstSeen = se.CreatedAt
+		}
+		if se.LastSeenAt.After(row.LastSeen) {
+			row.LastSeen = se.LastSeenAt
+		}
+		for mode, n := range bySession[se.ID] {
+			row.ByMode[mode] += n
+			row.Tasks += n
+		}
+	}
+	for _, row := range rows {
+		r.Clients = append(r.Clients, *row)
+	}
+	slices.SortFunc(r.Clients, func(a, b ClientRow) int {
+		return cmp.Or(b.LastSeen.Compare(a.LastSeen), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Version, b.Version), cmp.Compare(a.Principal, b.Principal))
+	})
+	active, err := st.ListActive(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	for _, t := range active {
+		r.InFlight[string(t.Status)]++
+	}
+	return r, nil
+}
+
+// clientField reads clientInfo.name or .version; "(none)" when the client sent none.
+func clientField(info json.RawMessage, f string) string {
+	if v := gjson.GetBytes(info, f); v.Type == gjson.String && v.Str != "" {
+		return v.Str
+	}
+	return "(none)"
+}
+
+// TasksInFlight counts non-terminal tasks by status (the metrics gauge source).
+func TasksInFlight(st store.Store) func(context.Context) (map[string]int, error) {
+	return func(ctx context.Context) (map[string]int, error) {
+		active, err := st.ListActive(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]int{}
+		for _, t := range active {
+			out[string(t.Status)]++
+		}
+		return out, nil
+	}
+}
+
+// humanWindow prints a window as "30 days" when it is whole days, else as a duration.
+func humanWindow(d time.Duration) string {
+	if d >= 24*time.Hour && d%(24*time.Hour) == 0 {
+		if n := int(d / (24 * time.Hour)); n != 1 {
+			return fmt.Sprintf("%d days", n)
+		}
+		return "1 day"
+	}
+	return d.String()
+}

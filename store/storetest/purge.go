@@ -1,0 +1,94 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/taskbridge/taskbridge/store"
+)
+
+func testCountActive(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for i, st := range []store.Status{store.StatusWorking, store.StatusInputRequired, store.StatusCompleted, store.StatusFailed, store.StatusCancelled} {
+		x := newTask(string(rune('a'+i)), "alice")
+		x.Status = st
+		must(t, s.CreateTask(ctx, x), "CreateTask")
+	}
+	must(t, s.CreateTask(ctx, newTask("z", "bob")), "CreateTask bob")
+	for owner, want := range map[string]int{"alice": 2, "bob": 1, "carol": 0} {
+		n, err := s.CountActive(ctx, owner)
+		must(t, err, "CountActive")
+		if n != want {
+			t.Errorf("CountActive(%s) = %d, want %d", owner, n, want)
+		}
+	}
+}
+
+func testReleaseIdempotencyKey(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newTask("t1", "alice")
+	a.IdempotencyKey = "k"
+	must(t, s.CreateTask(ctx, a), "CreateTask")
+	b := newTask("t2", "alice")
+	b.RequestID, b.IdempotencyKey = "other", "k"
+	wantErr(t, s.CreateTask(ctx, b), store.ErrConflict, "CreateTask with a taken key")
+	must(t, s.ReleaseIdempotencyKey(ctx, "t1"), "ReleaseIdempotencyKey")
+	_, err := s.FindTaskByIdempotencyKey(ctx, "alice", "k")
+	wantErr(t, err, store.ErrNotFound, "FindTaskByIdempotencyKey after release")
+	must(t, s.CreateTask(ctx, b), "CreateTask after release")
+	got, err := s.GetTask(ctx, "t1")
+	must(t, err, "GetTask")
+	if got.IdempotencyKey != "" || got.Tool != a.Tool || got.ArgsHash != a.ArgsHash {
+		t.Errorf("released task: key %q tool %q; want the key cleared and the rest kept", got.IdempotencyKey, got.Tool)
+	}
+	wantErr(t, s.ReleaseIdempotencyKey(ctx, "nope"), store.ErrNotFound, "ReleaseIdempotencyKey(unknown)")
+}
+
+func testPurgeExpired(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	ttl := int64(60_000)
+	mk := func(id string, st store.Status, age time.Duration, ttl *int64) *store.Task {
+		x := newTask(id, "alice")
+		x.Status, x.TTLMs = st, ttl
+		x.CreatedAt = base.Add(-age)
+		x.LastUpdatedAt = x.CreatedAt
+		x.Outcome = store.OutcomeSucceeded
+		must(t, s.CreateTask(ctx, x), "CreateTask "+id)
+		return x
+	}
+	fresh := mk("fresh", store.StatusCompleted, 30*time.Second, &ttl)    // ttl not yet out
+	expired := mk("expired", store.StatusCompleted, 2*time.Minute, &ttl) // payload goes
+	old := mk("old", store.StatusFailed, 48*time.Hour, &ttl)             // past retention: deleted
+	running := mk("running", store.StatusWorking, 2*time.Minute, &ttl)   // never purged while live
+	forever := mk("forever", store.StatusCompleted, 48*time.Hour, nil)   // unlimited ttl
+	must(t, s.PutInputs(ctx, newInputs("expired")), "PutInputs")
+	must(t, s.PutInputs(ctx, newInputs("old")), "PutInputs")
+
+	purged, deleted, err := s.PurgeExpired(ctx, base, 24*time.Hour)
+	must(t, err, "PurgeExpired")
+	if purged != 1 || deleted != 1 {
+		t.Errorf("PurgeExpired = %d purged, %d deleted; want 1, 1", purged, deleted)
+	}
+	_, err = s.GetTask(ctx, old.ID)
+	wantErr(t, err, store.ErrNotFound, "GetTask(past retention)")
+	got, err := s.GetTask(ctx, expired.ID)
+	must(t, err, "GetTask(expired)")
+	want := normTask(expired)
+	want.Result, want.Error, want.StatusMessage, want.ProgressToken = nil, nil, "", nil
+	want.Version = 2
+	checkTask(t, want, got, "expired task after purge (audit part kept)")
+	if ins, err := s.ListInputs(ctx, expired.ID); err != nil || len(ins) != 0 {
+		t.Errorf("inputs of a purged task: %d, %v; want none", len(ins), err)
+	}
+	for _, x := range []*store.Task{fresh, running, forever} {
+		got, err := s.GetTask(ctx, x.ID)
+		must(t, err, "GetTask "+x.ID)
+		checkTask(t, normTask(x), got, x.ID+" untouched")
+	}
+	// Idempotent: a second run finds nothing to do.
+	purged, deleted, err = s.PurgeExpired(ctx, base, 24*time.Hour)
+	must(t, err, "PurgeExpired again")
+	if purged != 0 || deleted != 0 {
+		t.Errorf("second PurgeExpired = %d, %d; want 0, 0", purged, deleted)
+	}
+}
