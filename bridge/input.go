@@ -220,11 +220,13 @@ func (b *Bridge) deliverInputs(ctx context.Context, t *tracker) {
 		}
 		reqID := in.RequestID
 		if reqID == "" {
-			reqID = newRequestID()
-			if err := b.st.MarkInputDelivered(ctx, in.TaskID, in.Key, reqID, b.cfg.Now()); err != nil {
+			var first bool
+			if reqID, first = b.assignRequestID(ctx, in); reqID == "" {
 				continue
 			}
-			b.cfg.Metrics.InputRelayed(in.Method) // counted once, when the bridge issues its id
+			if first {
+				b.cfg.Metrics.InputRelayed(in.Method) // counted once, when the bridge issues its id
+			}
 		}
 		msg, _ := jsonrpc.NewRequest(jsonrpc.StringID(reqID), in.Method, in.Params)
 		t.mu.Lock()
@@ -306,4 +308,27 @@ func (b *Bridge) forwardAnswer(ctx context.Context, rec *store.Task, key string,
 		}
 	}
 	_ = b.st.MarkInputForwarded(ctx, rec.ID, key, b.cfg.Now())
+}
+
+// assignRequestID gives an input its delivery id: a fresh one (first=true), unless another
+// goroutine or replica delivered it first, whose id then stands (the store keeps the first).
+func (b *Bridge) assignRequestID(ctx context.Context, in store.Input) (id string, first bool) {
+	id = newRequestID()
+	err := b.st.MarkInputDelivered(ctx, in.TaskID, in.Key, id, b.cfg.Now())
+	if err == nil {
+		return id, true
+	}
+	if !errors.Is(err, store.ErrConflict) {
+		return "", false
+	}
+	ins, err := b.st.ListInputs(ctx, in.TaskID)
+	if err != nil {
+		return "", false
+	}
+	for _, cur := range ins {
+		if cur.Key == in.Key {
+			return cur.RequestID, false
+		}
+	}
+	return "", false
 }

@@ -130,9 +130,10 @@ func (b *Bridge) createTask(ctx context.Context, sess *store.Session, req *jsonr
 	defer cancel()
 	oc, err := b.callTool(cctx, sess, "", params, out) // MRTR rounds precede the task: no related-task yet
 	if err != nil {
-		return nil, b.failCreate(ctx, rec, err)
+		return nil, b.failCreate(context.WithoutCancel(ctx), rec, err)
 	}
-	if err := b.settleCreate(ctx, rec, oc); err != nil {
+	// The record must learn the upstream's answer even if the client has hung up.
+	if err := b.settleCreate(context.WithoutCancel(ctx), rec, oc); err != nil {
 		return nil, err
 	}
 	b.cfg.Metrics.TaskCreated(string(rec.Mode))

@@ -190,7 +190,9 @@ type Store interface {
 	// are left untouched.
 	PutInputs(ctx context.Context, in []Input) error
 	ListInputs(ctx context.Context, taskID string) ([]Input, error)
-	// MarkInputDelivered records a delivery under a fresh bridge-issued request id.
+	// MarkInputDelivered records the first delivery of an input under a bridge-issued
+	// request id. An input already delivered keeps its id: ErrConflict, and the caller
+	// uses the stored id (ListInputs). ErrConflict too when requestID is taken.
 	MarkInputDelivered(ctx context.Context, taskID, key, requestID string, at time.Time) error
 	FindInputByRequestID(ctx context.Context, requestID string) (*Input, error)
 	// AnswerInput stores the first answer for (taskID, key) and reports first=true; later

@@ -78,9 +78,20 @@ func (s *Store) ListInputs(ctx context.Context, taskID string) ([]store.Input, e
 // MarkInputDelivered records a delivery under requestID, replacing an earlier one.
 // ErrConflict when another input holds requestID.
 func (s *Store) MarkInputDelivered(ctx context.Context, taskID, key, requestID string, at time.Time) error {
-	return s.execOne(ctx, "mark input delivered",
-		`UPDATE inputs SET request_id = $1, delivered_at = $2 WHERE task_id = $3 AND key = $4`,
-		requestID, msOf(at), taskID, key)
+	tag, err := s.pool.Exec(ctx, `UPDATE inputs SET request_id = $1, delivered_at = $2
+		WHERE task_id = $3 AND key = $4 AND request_id = ''`, requestID, msOf(at), taskID, key)
+	if err != nil {
+		return fmt.Errorf("postgres: mark input delivered: %w", mapErr(err))
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	var exists int
+	err = s.pool.QueryRow(ctx, `SELECT 1 FROM inputs WHERE task_id = $1 AND key = $2`, taskID, key).Scan(&exists)
+	if err != nil {
+		return fmt.Errorf("postgres: mark input delivered: %w", mapErr(err))
+	}
+	return fmt.Errorf("postgres: mark input delivered: already delivered under another id: %w", store.ErrConflict)
 }
 
 // FindInputByRequestID returns the input delivered under requestID, or ErrNotFound.

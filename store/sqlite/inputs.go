@@ -79,9 +79,20 @@ func (s *Store) ListInputs(ctx context.Context, taskID string) ([]store.Input, e
 // MarkInputDelivered records a delivery under requestID, replacing an earlier one.
 // ErrConflict when another input holds requestID.
 func (s *Store) MarkInputDelivered(ctx context.Context, taskID, key, requestID string, at time.Time) error {
-	return s.execOne(ctx, "mark input delivered",
-		`UPDATE inputs SET request_id = ?, delivered_at = ? WHERE task_id = ? AND key = ?`,
-		requestID, msOf(at), taskID, key)
+	n, err := rowsAffected(s.w.ExecContext(ctx, `UPDATE inputs SET request_id = ?, delivered_at = ?
+		WHERE task_id = ? AND key = ? AND request_id = ''`, requestID, msOf(at), taskID, key))
+	if err != nil {
+		return fmt.Errorf("sqlite: mark input delivered: %w", mapErr(err))
+	}
+	if n == 1 {
+		return nil
+	}
+	var exists int
+	err = s.r.QueryRowContext(ctx, `SELECT 1 FROM inputs WHERE task_id = ? AND key = ?`, taskID, key).Scan(&exists)
+	if err != nil {
+		return fmt.Errorf("sqlite: mark input delivered: %w", mapErr(err))
+	}
+	return fmt.Errorf("sqlite: mark input delivered: already delivered under another id: %w", store.ErrConflict)
 }
 
 // FindInputByRequestID returns the input delivered under requestID, or ErrNotFound.

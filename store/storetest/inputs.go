@@ -77,16 +77,17 @@ func testInputDelivery(t *testing.T, s store.Store) {
 	}
 	checkInputs(t, s, "t1", []store.Input{want, in[0]})
 
-	// Redelivery under a fresh id: the old id no longer matches.
+	// The first delivery's id wins: two processes racing to deliver one input must not
+	// leave a client holding an id the store no longer knows.
 	at2 := at.Add(time.Second)
-	must(t, s.MarkInputDelivered(ctx, "t1", "k1", "bridge-2", at2), "MarkInputDelivered again")
-	_, err = s.FindInputByRequestID(ctx, "bridge-1")
-	wantErr(t, err, store.ErrNotFound, "FindInputByRequestID old id")
-	if got, err := s.FindInputByRequestID(ctx, "bridge-2"); err != nil || got.Key != "k1" || !got.DeliveredAt.Equal(ms(at2)) {
-		t.Errorf("FindInputByRequestID(bridge-2) = %+v, %v", got, err)
+	wantErr(t, s.MarkInputDelivered(ctx, "t1", "k1", "bridge-2", at2), store.ErrConflict, "MarkInputDelivered again")
+	if got, err := s.FindInputByRequestID(ctx, "bridge-1"); err != nil || got.Key != "k1" || !got.DeliveredAt.Equal(ms(at)) {
+		t.Errorf("FindInputByRequestID(bridge-1) after a second delivery = %+v, %v", got, err)
 	}
+	_, err = s.FindInputByRequestID(ctx, "bridge-2")
+	wantErr(t, err, store.ErrNotFound, "FindInputByRequestID(loser's id)")
 
-	wantErr(t, s.MarkInputDelivered(ctx, "t1", "k2", "bridge-2", at), store.ErrConflict, "MarkInputDelivered with a taken request id")
+	wantErr(t, s.MarkInputDelivered(ctx, "t1", "k2", "bridge-1", at), store.ErrConflict, "MarkInputDelivered with a taken request id")
 	wantErr(t, s.MarkInputDelivered(ctx, "t1", "nope", "bridge-3", at), store.ErrNotFound, "MarkInputDelivered unknown key")
 	wantErr(t, s.MarkInputDelivered(ctx, "nope", "k1", "bridge-4", at), store.ErrNotFound, "MarkInputDelivered unknown task")
 	for _, id := range []string{"", "bridge-3", "nope"} {
