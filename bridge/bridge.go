@@ -143,7 +143,8 @@ type Bridge struct {
 	log  zerolog.Logger
 	face *legacy.Server
 
-	disc atomic.Pointer[discovery]
+	disc     atomic.Pointer[discovery]
+	manifest atomic.Pointer[cachedManifest] // built from disc's result (route.go)
 
 	mu       sync.Mutex
 	trackers map[string]*tracker              // non-terminal (or outcome-pending) tasks, by bridge id
@@ -427,24 +428,33 @@ func (b *Bridge) forward(ctx context.Context, sess *store.Session, req *jsonrpc.
 }
 
 // keepAlive sends an SSE keep-alive on out every heartbeat until the returned stop runs,
-// so that waiting on the upstream is never a silent long request.
+// so that waiting on the upstream is never a silent long request. A re-arming timer, not a
+// goroutine: most calls end long before the first beat.
 func (b *Bridge) keepAlive(out legacy.Stream) (stop func()) {
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(b.cfg.Heartbeat)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				_ = out.KeepAlive()
-			}
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+	)
+	beat := func() {}
+	beat = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
 		}
-	}()
-	return func() { close(done); <-finished }
+		_ = out.KeepAlive()
+		t.Reset(b.cfg.Heartbeat)
+	}
+	mu.Lock()
+	t = time.AfterFunc(b.cfg.Heartbeat, beat)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
+	}
 }
 
 // relay sends upstream notifications (progress, log messages) on the client's stream.

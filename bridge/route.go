@@ -13,6 +13,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
+	"github.com/taskbridge/taskbridge/sep2663"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -74,7 +75,18 @@ func (b *Bridge) upstreamManifest(ctx context.Context) (fallback.UpstreamManifes
 	if err != nil {
 		return fallback.UpstreamManifest{}, upstreamErr(err)
 	}
-	return fallback.FromDiscover(d), nil
+	if c := b.manifest.Load(); c != nil && c.from == d {
+		return c.m, nil // the same discover result: the manifest is the same
+	}
+	m := fallback.FromDiscover(d)
+	b.manifest.Store(&cachedManifest{from: d, m: m})
+	return m, nil
+}
+
+// cachedManifest is the upstream manifest built from one discover result.
+type cachedManifest struct {
+	from *sep2663.DiscoverResult
+	m    fallback.UpstreamManifest
 }
 
 // decide routes one legacy tools/call, logs the decision with its reason and counts it.

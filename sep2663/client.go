@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -268,6 +269,9 @@ func quote(s string) []byte {
 // The protocol version is always set (it must equal the header); capabilities and client
 // info are set from meta, else kept when already present, else defaulted.
 func (c *Client) withEnvelope(params json.RawMessage, meta RequestMeta) (json.RawMessage, error) {
+	if out, ok := c.spliceEnvelope(params, meta); ok {
+		return out, nil
+	}
 	top, err := decodeObject(params, "params")
 	if err != nil {
 		return nil, err
@@ -354,6 +358,9 @@ func marshal(v any) json.RawMessage {
 // withTasksExtension returns caps (a ClientCapabilities object; nil means {}) with
 // extensions[ExtensionTasks] declared. Caps that already declare it come back unchanged.
 func withTasksExtension(caps json.RawMessage) (json.RawMessage, error) {
+	if gjson.GetBytes(caps, "extensions."+escapedTasksExtension).IsObject() {
+		return caps, nil // already declared (the bridge always declares it): no re-encoding
+	}
 	top, err := decodeObject(caps, "ClientCapabilities")
 	if err != nil {
 		return nil, err
@@ -548,4 +555,37 @@ func (c *Client) taskCall(ctx context.Context, method string, params any, meta R
 		return nil, fmt.Errorf("sep2663: %s: %w", method, err)
 	}
 	return c.Call(ctx, method, marshal(params), meta, nil)
+}
+
+// escapedTasksExtension is ExtensionTasks as a gjson path component.
+var escapedTasksExtension = strings.ReplaceAll(ExtensionTasks, ".", `\.`)
+
+// spliceEnvelope is the hot path of withEnvelope: when params is an object without _meta
+// and the caller supplies the whole envelope, the _meta member is written in front of the
+// existing members, which are not decoded at all. ok is false when the slow path is needed.
+func (c *Client) spliceEnvelope(params json.RawMessage, meta RequestMeta) (json.RawMessage, bool) {
+	p := bytes.TrimSpace(params)
+	if meta.ClientCapabilities == nil || len(p) < 2 || p[0] != '{' || p[len(p)-1] != '}' {
+		return nil, false
+	}
+	if !json.Valid(p) || gjson.GetBytes(p, "_meta").Exists() || !gjson.ParseBytes(meta.ClientCapabilities).IsObject() {
+		return nil, false
+	}
+	info := meta.ClientInfo
+	if info == nil {
+		info = &c.info
+	}
+	var b bytes.Buffer
+	b.Grow(len(p) + len(meta.ClientCapabilities) + 160)
+	b.WriteString(`{"_meta":{"` + MetaClientCapabilities + `":`)
+	b.Write(meta.ClientCapabilities)
+	b.WriteString(`,"` + MetaClientInfo + `":`)
+	b.Write(marshal(info))
+	b.WriteString(`,"` + MetaProtocolVersion + `":"` + ProtocolVersion + `"}`)
+	rest := bytes.TrimSpace(p[1:])
+	if len(rest) > 1 { // more than the closing brace: keep every member's bytes
+		b.WriteByte(',')
+	}
+	b.Write(rest)
+	return b.Bytes(), true
 }

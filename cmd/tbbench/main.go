@@ -25,6 +25,7 @@ import (
 
 type options struct {
 	quick      bool
+	phases     string
 	rounds     int
 	duration   time.Duration
 	pg         string
@@ -40,6 +41,7 @@ type options struct {
 func main() {
 	var o options
 	flag.BoolVar(&o.quick, "quick", false, "smoke mode: tiny sizes and durations")
+	flag.StringVar(&o.phases, "phases", "passthrough,creation,polling,scale", "comma-separated phases to run")
 	flag.IntVar(&o.rounds, "rounds", 3, "measured rounds per pass-through cell (median reported)")
 	flag.DurationVar(&o.duration, "duration", 2*time.Second, "length of one measured round")
 	flag.StringVar(&o.pg, "pg", os.Getenv("TASKBRIDGE_TEST_PG"), "PostgreSQL DSN for the store figures (empty: SQLite only)")

@@ -30,19 +30,24 @@ func run(ctx context.Context, o options) error {
 	if o.bin == "" {
 		o.bin = filepath.Join(dir, "taskbridge")
 		fmt.Println("building taskbridge and tbfixture …")
-		if out, err := exec.Command("go", "build", "-o", o.bin, "./cmd/taskbridge").CombinedOutput(); err != nil {
+		if out, err := goBuild(o.bin, "./cmd/taskbridge"); err != nil {
 			return fmt.Errorf("go build: %v\n%s", err, out)
 		}
 	}
 	if o.fixtureBin == "" {
 		o.fixtureBin = filepath.Join(dir, "tbfixture")
-		if out, err := exec.Command("go", "build", "-o", o.fixtureBin, "./cmd/tbfixture").CombinedOutput(); err != nil {
+		if out, err := goBuild(o.fixtureBin, "./cmd/tbfixture"); err != nil {
 			return fmt.Errorf("go build: %v\n%s", err, out)
 		}
 	}
 	fmt.Printf("machine: %d CPUs, %s\n\n", numCPU(), time.Now().Format(time.RFC3339))
-	steps := []func(context.Context, options, string) error{passthrough, creation, polling, scale}
-	for _, step := range steps {
+	steps := map[string]func(context.Context, options, string) error{
+		"passthrough": passthrough, "creation": creation, "polling": polling, "scale": scale}
+	for _, name := range strings.Split(o.phases, ",") {
+		step, ok := steps[strings.TrimSpace(name)]
+		if !ok {
+			return fmt.Errorf("unknown phase %q", name)
+		}
 		if err := step(ctx, o, dir); err != nil {
 			return err
 		}
@@ -279,4 +284,25 @@ func median[T any](xs []T, less func(a, b T) int) T {
 	c := slices.Clone(xs)
 	slices.SortFunc(c, less)
 	return c[len(c)/2]
+}
+
+// goBuild builds a package of this module (found by walking up to go.mod) into out.
+func goBuild(out, pkg string) ([]byte, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return nil, fmt.Errorf("go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = dir
+	return cmd.CombinedOutput()
 }
