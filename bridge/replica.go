@@ -87,7 +87,7 @@ func (b *Bridge) notifyPeers(ctx context.Context, event, taskID string) {
 }
 
 // startBackground starts the owned background loops: the peer listener (shared stores),
-// the TTL purge, and the orphaned-intent sweep.
+// the TTL purge, the orphan sweep and the heartbeat of hosted tasks run here (shared stores).
 func (b *Bridge) startBackground(context.Context) error {
 	if b.peers != nil {
 		b.wg.Add(1)
@@ -98,6 +98,7 @@ func (b *Bridge) startBackground(context.Context) error {
 			}
 		}()
 		b.loop(b.intentGrace()/2, b.sweepIntents)
+		b.loop(b.cfg.Heartbeat, b.beatHosted)
 	}
 	if b.cfg.PurgeInterval > 0 {
 		b.loop(b.cfg.PurgeInterval, b.purge)
@@ -152,11 +153,51 @@ func (b *Bridge) sweepIntents(ctx context.Context) {
 	}
 }
 
+// hostLease is how long a bridge-hosted record may go without a heartbeat before no live
+// replica is taken to run it: three missed beats (beatHosted writes one every Heartbeat)
+// plus 5 s for clock skew between replicas and a slow store.
+func (b *Bridge) hostLease() time.Duration { return 3*b.cfg.Heartbeat + 5*time.Second }
+
+// beatHosted is the heartbeat of the hosted tasks this process owns (queued or running in
+// its worker pool): their LastUpdatedAt is refreshed, so another replica's sweep can tell
+// a live hosted call from one whose replica died. Only shared stores need it.
+func (b *Bridge) beatHosted(ctx context.Context) {
+	b.fb.mu.Lock()
+	ids := make([]string, 0, len(b.fb.running))
+	for id := range b.fb.running {
+		ids = append(ids, id)
+	}
+	b.fb.mu.Unlock()
+	for _, id := range ids {
+		rec, err := b.st.GetTask(ctx, id)
+		if err != nil {
+			continue // finished and purged, or the store is down: the next beat retries
+		}
+		if _, err := b.updateRecord(ctx, rec, func(r *store.Task) bool {
+			if r.Status.Terminal() || r.Mode != store.ModeHost {
+				return false
+			}
+			r.LastUpdatedAt = b.cfg.Now().UTC()
+			return true
+		}); err != nil {
+			b.log.Warn().Err(err).Str("task", id).Msg("hosted task heartbeat failed")
+		}
+	}
+}
+
+// hostedHere reports whether this process's worker pool holds the hosted task id.
+func (b *Bridge) hostedHere(id string) bool {
+	b.fb.mu.Lock()
+	defer b.fb.mu.Unlock()
+	return b.fb.running[id] != nil
+}
+
 // orphan reports whether rec is an unfinished record no live process can still complete.
 // With a single-process store (SQLite) that is every intent and bridge-hosted task found
-// at startup. With a shared store it is only a translate intent older than intentGrace: a
-// hosted task may be running on another replica for as long as its ttl (the tracker's
-// ttl deadline ends it), and a younger intent may still be in its create call elsewhere.
+// at startup. With a shared store it is a translate intent older than intentGrace (a
+// younger one may still be in its create call elsewhere), or a hosted task not run here
+// whose heartbeat (LastUpdatedAt, see beatHosted) is older than hostLease: a hosted call
+// may legitimately run for as long as its ttl on a live replica, which keeps beating.
 func (b *Bridge) orphan(rec *store.Task) bool {
 	if rec.Status.Terminal() || (rec.Mode == store.ModeTranslate && rec.UpstreamTaskID != "") {
 		return false
@@ -164,7 +205,14 @@ func (b *Bridge) orphan(rec *store.Task) bool {
 	if b.peers == nil {
 		return true
 	}
-	return rec.Mode == store.ModeTranslate && b.cfg.Now().Sub(rec.CreatedAt) > b.intentGrace()
+	now := b.cfg.Now()
+	switch rec.Mode {
+	case store.ModeTranslate:
+		return now.Sub(rec.CreatedAt) > b.intentGrace()
+	case store.ModeHost:
+		return !b.hostedHere(rec.ID) && now.Sub(rec.LastUpdatedAt) > b.hostLease()
+	}
+	return false
 }
 
 // failOrphans marks orphaned intents failed with an unknown outcome. They are never

@@ -14,7 +14,7 @@ import (
 
 // CodeInputTimeout is taskbridge's code for "an input request went unanswered for too long";
 // the task stays input_required and tasks/result may be called again.
-const CodeInputTimeout = -32003
+const CodeInputTimeout = -32006
 
 // resultStream is a blocked tasks/result call on this process: the stream input requests
 // for its task are delivered on. mu guards delivered.

@@ -65,6 +65,11 @@ type ReverseConfig struct {
 
 	AllowedOrigins []string
 	MaxBodyBytes   int64
+
+	// Draining, when it returns true, refuses new task-augmented calls (modern and
+	// pass-through); KillSwitch refuses them always. Existing tasks are still served.
+	Draining   func() bool
+	KillSwitch bool
 }
 
 func (c *ReverseConfig) setDefaults() {
@@ -364,9 +369,36 @@ func (r *Reverse) forwardModern(ctx context.Context, req *sep2663.Request) (json
 		return nil, reverseUpstreamErr(err)
 	}
 	if req.Method == "tools/list" {
-		return toolsListForModern(res)
+		if res, err = toolsListForModern(res); err != nil {
+			return nil, err
+		}
+	}
+	if cacheableMethods[req.Method] {
+		return withCacheHints(res)
 	}
 	return res, nil
+}
+
+// cacheableMethods are the 2026-07-28 results that must carry the cache hints ttlMs and
+// cacheScope (a 2025-11-25 server never sends them).
+var cacheableMethods = map[string]bool{"tools/list": true, "prompts/list": true, "resources/list": true,
+	"resources/read": true, "resources/templates/list": true}
+
+// withCacheHints adds ttlMs 0 and cacheScope "private" when missing: the result came from
+// the caller's own upstream session, and the legacy server said nothing about its
+// lifetime, so a client must neither share nor reuse it.
+func withCacheHints(res json.RawMessage) (json.RawMessage, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(res, &top); err != nil || top == nil {
+		return nil, jsonrpc.NewError(jsonrpc.CodeUpstream, "upstream result is not an object")
+	}
+	if _, ok := top["ttlMs"]; !ok {
+		top["ttlMs"] = json.RawMessage(`0`)
+	}
+	if _, ok := top["cacheScope"]; !ok {
+		top["cacheScope"] = json.RawMessage(`"private"`)
+	}
+	return json.Marshal(top)
 }
 
 // toolsListForModern drops execution.taskSupport (2026-07-28 tools have no per-tool task

@@ -66,6 +66,9 @@ func (r *Reverse) toolsCall(ctx context.Context, req *sep2663.Request) (json.Raw
 	}
 	asTask := taskable && req.Tasks()
 	if asTask {
+		if err := r.admitTask(); err != nil {
+			return nil, err
+		}
 		p["task"] = json.RawMessage(`{}`) // the upstream picks the ttl
 	}
 	params, _ := json.Marshal(p)

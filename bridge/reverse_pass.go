@@ -30,6 +30,7 @@ type passThrough struct {
 	sessions map[string]*passSession          // client session id → upstream session
 	inflight map[string]context.CancelFunc    // "session\x00requestID" → cancel
 	asks     map[string]chan *jsonrpc.Message // bridge-issued request id → waiting relay
+	logs     map[string]*passTaskLog          // client session id → recorded tasks (reverse_passlist.go)
 }
 
 type passSession struct {
@@ -39,7 +40,7 @@ type passSession struct {
 }
 
 func newPassThrough(r *Reverse) *passThrough {
-	p := &passThrough{r: r, sessions: map[string]*passSession{}, inflight: map[string]context.CancelFunc{}, asks: map[string]chan *jsonrpc.Message{}}
+	p := &passThrough{r: r, sessions: map[string]*passSession{}, inflight: map[string]context.CancelFunc{}, asks: map[string]chan *jsonrpc.Message{}, logs: map[string]*passTaskLog{}}
 	p.face = legacy.NewServer(legacy.Options{
 		Store: r.cfg.Store, Handler: p, AllowedOrigins: r.cfg.AllowedOrigins,
 		MaxBodyBytes: r.cfg.MaxBodyBytes, Now: r.cfg.Now,
@@ -116,7 +117,7 @@ func (p *passThrough) Initialize(ctx context.Context, sess *store.Session, param
 		return nil, reverseUpstreamErr(err)
 	}
 	_, raw := s.InitializeResult()
-	return raw, nil
+	return initializeWithList(raw), nil
 }
 
 // Serve implements legacy.Handler: forward with the bytes unchanged.
@@ -132,15 +133,29 @@ func (p *passThrough) Serve(ctx context.Context, sess *store.Session, req *jsonr
 		delete(p.inflight, key)
 		p.mu.Unlock()
 	}()
+	if gjson.GetBytes(req.Params, "task").Exists() {
+		if err := p.r.admitTask(); err != nil { // kill switch, drain
+			return nil, err
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		s, err := p.upstream(ctx, sess)
 		if err != nil {
 			return nil, reverseUpstreamErr(err)
 		}
+		if req.Method == "tasks/list" && !upstreamLists(s) && upstreamRunsTasks(initRaw(s)) {
+			return p.listTasks(ctx, sess.ID, s, req.Params)
+		}
 		res, err := s.Call(ctx, req.Method, req.Params, legacy.CallOptions{
 			OnRequest: p.relayRequest(out),
-			OnNotify:  func(m *jsonrpc.Message) { _ = out.Send(m) },
+			OnNotify: func(m *jsonrpc.Message) {
+				p.observeStatus(sess.ID, m)
+				_ = out.Send(m)
+			},
 		})
+		if err == nil {
+			p.observe(sess.ID, s, req, res)
+		}
 		if err != nil && errors.Is(err, legacy.ErrSessionGone) && attempt == 0 {
 			continue // never reached a handler; the new session is a fresh start
 		}
@@ -228,6 +243,7 @@ func (p *passThrough) Closed(ctx context.Context, sess *store.Session) {
 	p.mu.Lock()
 	ps := p.sessions[sess.ID]
 	delete(p.sessions, sess.ID)
+	delete(p.logs, sess.ID)
 	p.mu.Unlock()
 	if ps != nil {
 		<-ps.ready

@@ -53,6 +53,14 @@ func (b *Bridge) record(ctx context.Context, id string) (*store.Task, error) {
 	b.mu.Lock()
 	t := b.trackers[id]
 	b.mu.Unlock()
+	if t != nil && b.peers != nil {
+		// Replicas: another one may have changed the record (a cancel) a moment ago and its
+		// event not have arrived yet; the store is the truth (read-your-writes across
+		// replicas). The tracker adopts what is newer.
+		if rec, err := b.st.GetTask(ctx, id); err == nil {
+			t.adopt(rec)
+		}
+	}
 	if t != nil {
 		return t.snapshot(), nil
 	}

@@ -76,6 +76,11 @@ type Options struct {
 	Logger *zerolog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// ResumeWindow is how long an SSE stream whose client disconnected stays resumable with
+	// GET + Last-Event-ID (resume.go); a POSTed request's handler keeps running that long
+	// without a client. Default DefaultResumeWindow; negative disables event ids and
+	// resumption (a disconnect then cancels the handler at once).
+	ResumeWindow time.Duration
 	// Authenticate, when set, identifies the caller of every HTTP request. An error is
 	// answered 401 with a JSON-RPC error (the reason is not sent). A session is bound to the
 	// principal that opened it: a request carrying its id under another principal gets the
@@ -133,6 +138,9 @@ type Server struct {
 
 	sessions *sessions // read-through cache of session records
 
+	resumeWindow time.Duration // Options.ResumeWindow; <= 0: streams carry no event ids
+	replays      *replays      // this process's resumable SSE streams (resume.go)
+
 	touchMu   sync.Mutex // guards touched and lastSweep
 	touched   map[string]time.Time
 	lastSweep time.Time
@@ -156,6 +164,13 @@ func NewServer(o Options) *Server {
 		streams:   make(map[string]*getStream),
 		touched:   make(map[string]time.Time),
 		sessions:  newSessions(o.Store),
+		replays:   newReplays(),
+	}
+	switch s.resumeWindow = o.ResumeWindow; {
+	case s.resumeWindow == 0:
+		s.resumeWindow = DefaultResumeWindow
+	case s.resumeWindow < 0:
+		s.resumeWindow = 0
 	}
 	for _, origin := range o.AllowedOrigins {
 		s.origins[origin] = true
@@ -282,6 +297,8 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 	case msg.IsNotification():
 		s.h.Notify(ctx, sess, msg)
 		w.WriteHeader(http.StatusAccepted)
+	case msg.Method != "ping" && acc.sse && s.resumable(sess):
+		s.serveResumable(w, r, sess, msg, acc) // resume.go: SSE event ids, survives a disconnect
 	default:
 		s.serve(ctx, w, sess, msg, acc)
 	}
@@ -377,12 +394,18 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	if sess == nil {
 		return
 	}
-	g := s.attachGetStream(sess.ID)
+	last := r.Header.Get("Last-Event-ID")
+	if kind, streamID, n, ok := parseEventID(last); ok && kind == kindPost && s.resumable(sess) {
+		s.resumePost(w, r, sess, streamID, n) // resume.go: the rest of a POST's stream
+		return
+	}
+	g, first := s.openGetStream(sess, last) // resume.go: fresh, or resumed with its missed events
+	s.attachGetStream(g)
 	defer s.detachGetStream(g)
 	sseHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	if rc.Flush() != nil {
+	if _, err := w.Write(first); err != nil || rc.Flush() != nil {
 		return
 	}
 	var tick <-chan time.Time
@@ -409,23 +432,24 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 }
 
 // attachGetStream registers a new GET stream for a session, stopping the one it replaces.
-func (s *Server) attachGetStream(sessionID string) *getStream {
-	g := newGetStream(sessionID)
+func (s *Server) attachGetStream(g *getStream) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old := s.streams[sessionID]; old != nil {
+	if old := s.streams[g.sessionID]; old != nil {
 		old.stop()
 	}
-	s.streams[sessionID] = g
+	s.streams[g.sessionID] = g
 	if s.closed {
 		g.stop() // Close ran between begin and here: end at once
 	}
-	return g
 }
 
 // detachGetStream unregisters g unless a newer stream replaced it already.
 func (s *Server) detachGetStream(g *getStream) {
 	g.stop()
+	if g.log != nil {
+		g.log.detach(g) // resumable for the window (resume.go)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.streams[g.sessionID] == g {
@@ -461,6 +485,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.stopGetStream(sess.ID)
+	s.dropReplays(sess.ID)
 	s.forgetTouched(sess.ID)
 	sess.Closed = true
 	s.h.Closed(ctx, sess)
@@ -490,7 +515,7 @@ func (s *Server) Push(sessionID string, msg *jsonrpc.Message) bool {
 	if err != nil {
 		return false
 	}
-	return g.offer(appendEvent(nil, b))
+	return g.push(b)
 }
 
 // HasGetStream reports whether this process holds an open GET stream for the session, or
@@ -517,6 +542,7 @@ func (s *Server) Close(ctx context.Context) error {
 		}
 	}
 	s.mu.Unlock()
+	s.dropReplays("") // a closing server takes no resume: streams with no client end now
 	defer s.cancel()
 	select {
 	case <-s.idle:

@@ -218,6 +218,7 @@ const getStreamBuffer = 64
 // the session is deleted, or the server closes.
 type getStream struct {
 	sessionID string
+	log       *eventLog // event ids and replay buffer (resume.go); nil when not resumable
 	ch        chan []byte
 	done      chan struct{}
 	once      sync.Once
@@ -228,6 +229,16 @@ func newGetStream(sessionID string) *getStream {
 }
 
 func (g *getStream) stop() { g.once.Do(func() { close(g.done) }) }
+
+// push frames an encoded message as the stream's next event (with an id when the stream
+// is resumable) and queues it without blocking; false when the stream is stopping or its
+// buffer is full.
+func (g *getStream) push(data []byte) bool {
+	if g.log != nil {
+		return g.log.offer(g, data)
+	}
+	return g.offer(appendEvent(nil, data))
+}
 
 // offer queues an encoded event without blocking; false when the stream is stopping or
 // its buffer is full.

@@ -105,12 +105,42 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := fbf.apply(&bcfg); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	b, err := bridge.New(bcfg)
-	if err != nil {
-		return err
+	// The upstream's era decides the route (era.go): a 2025-11-25 (or older) server gets
+	// the reverse bridge, a 2026-07-28 one the forward bridge; both serve both client eras.
+	era := eraModern
+	if up.cmd == "" {
+		era = detectEra(ctx, upstream, cfg.StatusTimeout, log)
 	}
-	if err := b.Start(ctx); err != nil {
-		return err
+	var b mcpBridge
+	switch era {
+	case eraLegacy:
+		if authn != nil {
+			return errors.New("serve: the upstream speaks MCP 2025-11-25; client authentication is not supported in front of such an upstream yet (remove the auth settings)")
+		}
+		log.Info().Str("upstream", up.describe()).Msg("upstream speaks MCP 2025-11-25 (server/discover refused): reverse route for 2026-07-28 clients, pass-through for 2025-11-25 clients")
+		hc, h := upstreamHTTP(cfg, m)
+		rb, err := newReverseFromConfig(ctx, bridge.ReverseConfig{
+			Store: st, Logger: log, PollFloorMs: cfg.PollFloorMs, PollCeilMs: cfg.PollCeilMs,
+			CreateTimeout: cfg.CreateTimeout, StatusTimeout: cfg.StatusTimeout, CancelTimeout: cfg.CancelTimeout,
+			InputTimeout: cfg.InputTimeout, MaxBodyBytes: cfg.MaxBody, AllowedOrigins: cfg.AllowedOrigins,
+			Draining: drain.Draining, KillSwitch: cfg.KillSwitch,
+		}, up.url, h, hc)
+		if err != nil {
+			return fmt.Errorf("serve: legacy upstream %s: %w", up.describe(), err)
+		}
+		b = rb
+	default:
+		if era == eraUnknown {
+			log.Warn().Str("upstream", up.describe()).Msg("upstream did not answer server/discover at start: assuming MCP 2026-07-28; a 2025-11-25 upstream needs a restart once it is reachable")
+		}
+		fb, err := bridge.New(bcfg)
+		if err != nil {
+			return err
+		}
+		if err := fb.Start(ctx); err != nil {
+			return err
+		}
+		b = fb
 	}
 	m.SetTasksSource(ops.TasksInFlight(st))
 	m.SetKillSwitch(cfg.KillSwitch)
@@ -142,23 +172,29 @@ func openUpstream(up upstreamFlags, cfg *config.Config, m *metrics.Metrics, log 
 	if up.cmd != "" {
 		return up.open(log, stderr)
 	}
+	hc, h := upstreamHTTP(cfg, m)
+	c := sep2663.NewClient(sep2663.ClientOptions{URL: up.url, Header: h, HTTPClient: hc,
+		ClientInfo: sep2663.Implementation{Name: "taskbridge", Version: version}})
+	return c, func(context.Context) error { return nil }, nil
+}
+
+// upstreamHTTP is the HTTP client (instrumented transport) and the configured
+// Authorization header for an HTTP upstream of either era.
+func upstreamHTTP(cfg *config.Config, m *metrics.Metrics) (*http.Client, http.Header) {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns, t.MaxIdleConnsPerHost, t.IdleConnTimeout = 1024, 256, 90*time.Second // design §10
 	var h http.Header
 	if cfg.UpstreamAuthorization != "" {
 		h = http.Header{"Authorization": {cfg.UpstreamAuthorization}}
 	}
-	c := sep2663.NewClient(sep2663.ClientOptions{URL: up.url, Header: h,
-		HTTPClient: &http.Client{Transport: m.Transport(t)},
-		ClientInfo: sep2663.Implementation{Name: "taskbridge", Version: version}})
-	return c, func(context.Context) error { return nil }, nil
+	return &http.Client{Transport: m.Transport(t)}, h
 }
 
 // server is one running "serve": the MCP listener, the admin listener, and the drain.
 type server struct {
 	log      zerolog.Logger
 	cfg      *config.Config
-	b        *bridge.Bridge
+	b        mcpBridge
 	drain    *ops.Drain
 	inflight *ops.Inflight
 	sigc     chan os.Signal

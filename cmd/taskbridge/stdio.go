@@ -97,6 +97,19 @@ func cmdStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return fmt.Errorf("stdio: %w", err)
 	}
 	defer shutdownUpstream(stopUpstream, up.closeWait+up.termWait+time.Second)
+	// A 2025-11-25 upstream (server/discover refused, era.go) gets the pass-through face.
+	if up.cmd == "" && detectEra(ctx, client, 10*time.Second, log) == eraLegacy {
+		rb, err := newReverseFromConfig(ctx, bridge.ReverseConfig{Store: st, Logger: log, PollFloorMs: *pollFloor}, up.url, nil, nil)
+		if err != nil {
+			return fmt.Errorf("stdio: legacy upstream %s: %w", up.describe(), err)
+		}
+		log.Info().Str("upstream", up.describe()).Msg("taskbridge serving stdio (2025-11-25 upstream: pass-through)")
+		serveErr := rb.Legacy().ServeStdio(ctx, stdin, stdout, legacy.StdioOptions{})
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = rb.Close(cctx)
+		return serveErr
+	}
 	b, err := bridge.New(bridge.Config{Store: st, Upstream: client, Logger: log, PollFloorMs: *pollFloor, Heartbeat: *heartbeat})
 	if err != nil {
 		return err

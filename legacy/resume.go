@@ -1,0 +1,798 @@
+package legacy
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/store"
+)
+
+// SSE resumability (2025-11-25 §Transports "Resumability and Redelivery").
+//
+// Every SSE stream of a session that negotiated 2025-11-25 or newer gets a stream id: "p"
+// (a POSTed request's stream) or "g" (the standalone GET stream) followed by 26 random
+// base32 characters. Its events carry "id: <streamID>-<seq>", seq counting from 1; the
+// stream opens with a priming event "id: <streamID>-0" and empty data. A client that lost
+// the connection GETs the endpoint with "Last-Event-ID: <streamID>-<n>" and receives the
+// events after n of that stream only, then the stream continues live.
+//
+// The events of each stream are kept in a bounded replay buffer in the process that holds
+// the stream (replayMaxEvents, replayMaxBytes); a resume must reach that process.
+
+const (
+	// DefaultResumeWindow is how long a stream whose client went away waits for a resume
+	// (Options.ResumeWindow). A POST stream's handler keeps running meanwhile; when the
+	// window passes without a resume, its ctx is cancelled as on a plain disconnect.
+	DefaultResumeWindow = 5 * time.Minute
+	// replayMaxEvents and replayMaxBytes bound one stream's replay buffer: the oldest
+	// events are dropped beyond them.
+	replayMaxEvents = 256
+	replayMaxBytes  = 4 << 20
+	// maxReplayStreams bounds the streams kept for resumption per process. Beyond it the
+	// longest-idle ended or disconnected streams are forgotten first (live ones never).
+	maxReplayStreams = 4096
+	// minResumableVersion: priming events carry empty data, which clients of earlier
+	// revisions may not handle; their sessions get streams without ids, as before.
+	minResumableVersion = "2025-11-25"
+)
+
+const (
+	kindPost = 'p'
+	kindGet  = 'g'
+)
+
+var errStreamGone = jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+	"Gone: this stream cannot be resumed here (it ended, expired, lost events, or is held by another server); send the request again")
+
+// resumable reports whether sess gets SSE event ids and resumption.
+func (s *Server) resumable(sess *store.Session) bool {
+	return s.resumeWindow > 0 && sess.ProtocolVersion >= minResumableVersion
+}
+
+func newStreamID(kind byte) string { return string(kind) + rand.Text() }
+
+// parseEventID splits "<streamID>-<seq>" into the stream's kind, id and sequence number.
+func parseEventID(s string) (kind byte, streamID string, seq uint64, ok bool) {
+	i := strings.LastIndexByte(s, '-')
+	if i < 2 || i > maxSessionIDLen {
+		return 0, "", 0, false
+	}
+	n, err := strconv.ParseUint(s[i+1:], 10, 64)
+	if err != nil {
+		return 0, "", 0, false
+	}
+	streamID = s[:i]
+	if streamID[0] != kindPost && streamID[0] != kindGet {
+		return 0, "", 0, false
+	}
+	return streamID[0], streamID, n, true
+}
+
+// appendEventWithID frames data as one SSE "message" event carrying an id.
+func appendEventWithID(dst []byte, streamID string, seq uint64, data []byte) []byte {
+	dst = appendID(dst, streamID, seq)
+	return appendEvent(dst, data)
+}
+
+func appendID(dst []byte, streamID string, seq uint64) []byte {
+	dst = append(dst, "id: "...)
+	dst = append(dst, streamID...)
+	dst = append(dst, '-')
+	dst = strconv.AppendUint(dst, seq, 10)
+	return append(dst, '\n')
+}
+
+// primingEvent is the first event of a resumable stream: an id and empty data, so the
+// client holds a Last-Event-ID before any message arrives.
+func primingEvent(streamID string) []byte {
+	return append(appendID(nil, streamID, 0), "data: \n\n"...)
+}
+
+// ---- replay buffer ----------------------------------------------------------------
+
+type ringEvent struct {
+	seq   uint64
+	frame []byte
+}
+
+// ring holds the most recent events of one stream, in seq order.
+type ring struct {
+	evs   []ringEvent
+	bytes int
+}
+
+// push appends an event and drops the oldest beyond the bounds; dropped reports whether
+// any event was dropped.
+func (r *ring) push(seq uint64, frame []byte) (dropped bool) {
+	r.evs = append(r.evs, ringEvent{seq, frame})
+	r.bytes += len(frame)
+	for len(r.evs) > 1 && (len(r.evs) > replayMaxEvents || r.bytes > replayMaxBytes) {
+		r.bytes -= len(r.evs[0].frame)
+		r.evs[0] = ringEvent{}
+		r.evs = r.evs[1:]
+		dropped = true
+	}
+	return dropped
+}
+
+// after returns the frames of the events after n, last being the newest seq issued;
+// complete is false when some of them were dropped (or n is beyond last).
+func (r *ring) after(n, last uint64) (frames [][]byte, complete bool) {
+	if n > last {
+		return nil, false
+	}
+	if n == last {
+		return nil, true
+	}
+	if len(r.evs) == 0 || r.evs[0].seq > n+1 {
+		complete = false
+	} else {
+		complete = true
+	}
+	for _, ev := range r.evs {
+		if ev.seq > n {
+			frames = append(frames, ev.frame)
+		}
+	}
+	return frames, complete
+}
+
+// ack forgets the events up to n: the client's Last-Event-ID says it has them.
+func (r *ring) ack(n uint64) {
+	i := 0
+	for i < len(r.evs) && r.evs[i].seq <= n {
+		r.bytes -= len(r.evs[i].frame)
+		i++
+	}
+	r.evs = append(r.evs[:0:0], r.evs[i:]...)
+}
+
+// ---- registry -----------------------------------------------------------------------
+
+// replayEntry is one resumable stream of this process. idleSince is zero while a client
+// is connected to it or, for a POST stream, while its handler still runs with no client.
+type replayEntry struct {
+	sessionID string
+	post      *resumableStream
+	log       *eventLog
+	idleSince time.Time
+}
+
+// replays is the process's registry of resumable streams, by stream id. Its lock is
+// taken after a stream's own lock, never before.
+type replays struct {
+	mu sync.Mutex
+	m  map[string]*replayEntry
+}
+
+func newReplays() *replays { return &replays{m: map[string]*replayEntry{}} }
+
+func (rp *replays) add(id string, e *replayEntry) {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	rp.m[id] = e
+	if len(rp.m) <= maxReplayStreams {
+		return
+	}
+	var victim string
+	var oldest time.Time
+	for k, v := range rp.m {
+		if !v.idleSince.IsZero() && (victim == "" || v.idleSince.Before(oldest)) {
+			victim, oldest = k, v.idleSince
+		}
+	}
+	if victim != "" {
+		delete(rp.m, victim)
+	}
+}
+
+func (rp *replays) get(id, sessionID string) *replayEntry {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	e := rp.m[id]
+	if e == nil || e.sessionID != sessionID {
+		return nil
+	}
+	c := *e
+	return &c
+}
+
+// setIdle marks the stream idle (evictable) since at, or live with a zero at.
+func (rp *replays) setIdle(id string, at time.Time) {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	if e := rp.m[id]; e != nil {
+		e.idleSince = at
+	}
+}
+
+// remove forgets id if it still names the stream owning it (post or log).
+func (rp *replays) remove(id string, post *resumableStream, log *eventLog) {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	if e := rp.m[id]; e != nil && e.post == post && e.log == log {
+		delete(rp.m, id)
+	}
+}
+
+// take removes and returns the entries of one session ("" for all).
+func (rp *replays) take(sessionID string) []*replayEntry {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	var out []*replayEntry
+	for k, e := range rp.m {
+		if sessionID == "" || e.sessionID == sessionID {
+			out = append(out, e)
+			delete(rp.m, k)
+		}
+	}
+	return out
+}
+
+// dropReplays forgets the resumable streams of a session (or all with ""), cancelling the
+// handlers of POST streams that wait for a client to come back: none can any more.
+func (s *Server) dropReplays(sessionID string) {
+	for _, e := range s.replays.take(sessionID) {
+		if e.post != nil {
+			e.post.abandonIfDetached()
+		}
+		if e.log != nil {
+			e.log.forget()
+		}
+	}
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// ---- one connection ---------------------------------------------------------------
+
+// sseConn is one HTTP response an SSE stream is written to. Writes happen under the
+// owning stream's lock; gone is closed when the stream lets go of it, and the HTTP
+// handler that owns w returns then (after which nothing may write to w).
+type sseConn struct {
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	gone chan struct{}
+	once sync.Once
+}
+
+func newSSEConn(w http.ResponseWriter) *sseConn {
+	return &sseConn{w: w, rc: http.NewResponseController(w), gone: make(chan struct{})}
+}
+
+func (c *sseConn) release() { c.once.Do(func() { close(c.gone) }) }
+
+func (c *sseConn) write(chunk []byte) error {
+	if _, err := c.w.Write(chunk); err != nil {
+		return err
+	}
+	return c.rc.Flush()
+}
+
+// ---- resumable POST stream ------------------------------------------------------------
+
+// resumableStream is the Stream of a POSTed request on a session with resumable streams.
+// Like postStream it starts as a plain JSON reply and becomes SSE on the first Send or
+// KeepAlive; from then on every event is numbered and kept for replay, and the handler's
+// ctx survives the client's disconnect for the resume window. A GET with Last-Event-ID
+// re-attaches the stream to a new connection (resume), which then receives the missed
+// events and everything after, up to the response.
+type resumableStream struct {
+	s         *Server
+	id        string
+	sessionID string
+	acc       accepts
+	cancel    context.CancelFunc // ends the handler's ctx
+
+	mu    sync.Mutex
+	conn  *sseConn // where events go now; nil while the client is away
+	sse   bool     // SSE headers and priming event written (the stream is registered)
+	seq   uint64   // last event number issued
+	ring  ring
+	done  bool // the response was appended (or the handler returned without one)
+	lost  bool // cannot be resumed any more; the handler's ctx is cancelled
+	timer *time.Timer
+	gen   uint64 // invalidates a pending timer
+}
+
+func (s *Server) newResumableStream(sessionID string, acc accepts, cancel context.CancelFunc, c *sseConn) *resumableStream {
+	return &resumableStream{s: s, id: newStreamID(kindPost), sessionID: sessionID, acc: acc, cancel: cancel, conn: c}
+}
+
+// serveResumable answers a request through Handler.Serve on a resumable stream. The
+// handler's ctx is not tied to the connection once the reply is SSE: it ends when the
+// response is produced, the resume window passes with no client, or the Server closes.
+func (s *Server) serveResumable(w http.ResponseWriter, r *http.Request, sess *store.Session, msg *jsonrpc.Message, acc accepts) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
+	if k := r.Header.Get("Idempotency-Key"); k != "" {
+		ctx = WithIdempotencyKey(ctx, k)
+	}
+	stopBase := context.AfterFunc(s.base, cancel)
+	defer stopBase()
+	c := newSSEConn(w)
+	rs := s.newResumableStream(sess.ID, acc, cancel, c)
+	stopLeft := context.AfterFunc(r.Context(), func() { rs.clientLeft(c) })
+	defer stopLeft()
+	defer rs.close() // also when Serve panics: nothing may write to w after we return
+	res, err := s.h.Serve(ctx, sess, msg, rs)
+	rs.finish(s.encodeResponse(msg.ID, res, err))
+}
+
+// Send implements Stream. While the client is away the message is kept for replay and
+// Send succeeds; it fails with ErrStreamClosed once the stream cannot be resumed.
+func (rs *resumableStream) Send(msg *jsonrpc.Message) error {
+	if msg.IsResponse() {
+		return ErrNotRequestOrNotification
+	}
+	b, err := encodeMessage(msg)
+	if err != nil {
+		return err
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if err := rs.openLocked(); err != nil {
+		return err
+	}
+	rs.seq++
+	frame := appendEventWithID(nil, rs.id, rs.seq, b)
+	if rs.ring.push(rs.seq, frame) && rs.conn == nil {
+		// An event the client never saw was dropped: the stream cannot be replayed
+		// exactly any more. The bridge's fallback is a new tasks/result.
+		rs.loseLocked()
+		return ErrStreamClosed
+	}
+	rs.writeLocked(frame)
+	return nil
+}
+
+// KeepAlive implements Stream; with no client connected it does nothing.
+func (rs *resumableStream) KeepAlive() error {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if err := rs.openLocked(); err != nil {
+		return err
+	}
+	rs.writeLocked(keepAliveComment)
+	return nil
+}
+
+// openLocked checks that the stream takes events and switches it to SSE.
+func (rs *resumableStream) openLocked() error {
+	if rs.done || rs.lost {
+		return ErrStreamClosed
+	}
+	if !rs.acc.sse {
+		return ErrNoEventStream
+	}
+	if !rs.sse {
+		if rs.conn == nil {
+			return ErrStreamClosed // the client left before the reply became a stream
+		}
+		rs.startSSELocked()
+	}
+	return nil
+}
+
+// startSSELocked writes the SSE headers and the priming event on the POST's response and
+// registers the stream for resumption.
+func (rs *resumableStream) startSSELocked() {
+	rs.sse = true
+	sseHeaders(rs.conn.w.Header())
+	rs.conn.w.WriteHeader(http.StatusOK)
+	rs.s.replays.add(rs.id, &replayEntry{sessionID: rs.sessionID, post: rs})
+	rs.writeLocked(primingEvent(rs.id))
+}
+
+// writeLocked writes to the connected client, if any; a failed write lets go of it.
+func (rs *resumableStream) writeLocked(chunk []byte) {
+	if rs.conn == nil {
+		return
+	}
+	if err := rs.conn.write(chunk); err != nil {
+		rs.detachLocked(rs.conn)
+	}
+}
+
+// detachLocked lets go of c. A stream still waiting for its response then waits for a
+// resume for the window; on a closing Server, nobody can resume, so it is abandoned.
+func (rs *resumableStream) detachLocked(c *sseConn) {
+	if rs.conn != c || c == nil {
+		return
+	}
+	rs.conn = nil
+	c.release()
+	if rs.done || rs.lost {
+		return
+	}
+	if rs.s.isClosed() {
+		rs.loseLocked()
+		return
+	}
+	rs.armLocked(rs.s.resumeWindow, func() {
+		rs.mu.Lock()
+		defer rs.mu.Unlock()
+		if rs.conn == nil && !rs.done && !rs.lost {
+			rs.s.log.Info().Str("session", rs.sessionID).Str("stream", rs.id).Msg("legacy: resume window passed; cancelling the request")
+			rs.loseLocked()
+		}
+	})
+}
+
+// armLocked (re)starts the stream's timer; a superseded timer does nothing when it fires.
+func (rs *resumableStream) armLocked(d time.Duration, f func()) {
+	rs.disarmLocked()
+	gen := rs.gen
+	rs.timer = time.AfterFunc(d, func() {
+		rs.mu.Lock()
+		stale := rs.gen != gen
+		rs.mu.Unlock()
+		if !stale {
+			f()
+		}
+	})
+}
+
+func (rs *resumableStream) disarmLocked() {
+	rs.gen++
+	if rs.timer != nil {
+		rs.timer.Stop()
+		rs.timer = nil
+	}
+}
+
+// loseLocked gives the stream up: the handler's ctx ends and a resume gets 410.
+func (rs *resumableStream) loseLocked() {
+	rs.lost = true
+	rs.disarmLocked()
+	rs.cancel()
+	rs.s.replays.remove(rs.id, rs, nil)
+	rs.ring = ring{}
+}
+
+// clientLeft runs when the POST's connection ends. Before the reply became a stream the
+// client holds no event id, so this is a plain disconnect: the handler's ctx ends.
+func (rs *resumableStream) clientLeft(c *sseConn) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.conn != c {
+		return
+	}
+	if !rs.sse {
+		rs.conn = nil
+		c.release()
+		rs.cancel()
+		return
+	}
+	rs.detachLocked(c)
+}
+
+// abandonIfDetached ends a stream nobody can resume any more (its session ended, or the
+// Server is closing).
+func (rs *resumableStream) abandonIfDetached() {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.conn == nil && !rs.done && !rs.lost {
+		rs.loseLocked()
+	}
+}
+
+// finish appends the response and ends the stream: as the last SSE event when the reply
+// is already a stream (or the client accepts only SSE), else as one JSON object.
+func (rs *resumableStream) finish(resp []byte) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.done {
+		return
+	}
+	rs.done = true
+	if rs.lost {
+		return
+	}
+	if !rs.sse {
+		c := rs.conn
+		if c == nil {
+			return
+		}
+		if !rs.acc.json && rs.acc.sse {
+			rs.startSSELocked()
+		} else {
+			c.w.Header().Set("Content-Type", contentTypeJSON)
+			c.w.WriteHeader(http.StatusOK)
+			_, _ = c.w.Write(resp)
+			rs.conn = nil
+			c.release()
+			return
+		}
+	}
+	rs.seq++
+	frame := appendEventWithID(nil, rs.id, rs.seq, resp)
+	rs.ring.push(rs.seq, frame)
+	rs.writeLocked(frame)
+	if c := rs.conn; c != nil {
+		rs.conn = nil
+		c.release()
+	}
+	// Kept for the window, so a client that lost the end of the stream can still get it.
+	if rs.s.isClosed() {
+		rs.s.replays.remove(rs.id, rs, nil)
+		return
+	}
+	rs.s.replays.setIdle(rs.id, rs.s.now())
+	rs.armLocked(rs.s.resumeWindow, func() { rs.s.replays.remove(rs.id, rs, nil) })
+}
+
+// close runs when the POST's handler returns: the stream takes nothing more and lets go
+// of any connection (after a panic in Serve there is no response to send).
+func (rs *resumableStream) close() {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if !rs.done {
+		rs.done = true
+		rs.disarmLocked()
+		rs.s.replays.remove(rs.id, rs, nil)
+	}
+	if c := rs.conn; c != nil {
+		rs.conn = nil
+		c.release()
+	}
+}
+
+// resumeResult says how a resume was answered.
+type resumeResult int
+
+const (
+	resumeGone     resumeResult = iota // 410: nothing can be replayed exactly
+	resumeNothing                      // 204: the stream ended and the client has it all
+	resumeEnded                        // 200: replayed up to the response; the stream ended
+	resumeAttached                     // 200: replayed; c now receives the live events
+)
+
+// resume attaches c after the client's event n: it writes the SSE headers and the events
+// after n, then (unless the stream already ended) makes c the stream's connection. An
+// older connection still attached is let go (the client has evidently left it).
+func (rs *resumableStream) resume(c *sseConn, n uint64) resumeResult {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.lost || !rs.sse {
+		return resumeGone
+	}
+	frames, complete := rs.ring.after(n, rs.seq)
+	if !complete {
+		return resumeGone
+	}
+	if rs.done && len(frames) == 0 {
+		return resumeNothing
+	}
+	if old := rs.conn; old != nil {
+		rs.conn = nil
+		old.release()
+	}
+	sseHeaders(c.w.Header())
+	c.w.WriteHeader(http.StatusOK)
+	var buf bytes.Buffer
+	for _, f := range frames {
+		buf.Write(f)
+	}
+	rs.ring.ack(n)
+	if rs.done {
+		_ = c.write(buf.Bytes())
+		return resumeEnded
+	}
+	rs.disarmLocked()
+	rs.conn = c
+	rs.s.replays.setIdle(rs.id, time.Time{})
+	if buf.Len() == 0 {
+		rs.writeLocked(nil) // headers out now
+	} else {
+		rs.writeLocked(buf.Bytes())
+	}
+	if rs.conn != c {
+		return resumeEnded // the write failed; detachLocked re-armed the window
+	}
+	return resumeAttached
+}
+
+// detach lets go of c if it is still the stream's connection (its client left).
+func (rs *resumableStream) detach(c *sseConn) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.detachLocked(c)
+}
+
+// keepAliveOn writes an SSE comment to c if c is still the stream's connection.
+func (rs *resumableStream) keepAliveOn(c *sseConn) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.conn == c {
+		rs.writeLocked(keepAliveComment)
+	}
+}
+
+// ---- resuming ------------------------------------------------------------------------
+
+// resumePost serves a GET whose Last-Event-ID names a POST stream: 410 when the stream is
+// unknown here or cannot be replayed exactly, 204 when it ended and the client has all of
+// it, else the missed events followed by the live ones up to the response.
+func (s *Server) resumePost(w http.ResponseWriter, r *http.Request, sess *store.Session, streamID string, n uint64) {
+	e := s.replays.get(streamID, sess.ID)
+	if e == nil || e.post == nil {
+		s.log.Info().Str("session", sess.ID).Str("stream", streamID).Msg("legacy: resume of an unknown stream")
+		s.httpError(w, http.StatusGone, errStreamGone)
+		return
+	}
+	rs := e.post
+	c := newSSEConn(w)
+	switch rs.resume(c, n) {
+	case resumeGone:
+		s.log.Info().Str("session", sess.ID).Str("stream", streamID).Msg("legacy: stream cannot be resumed")
+		s.httpError(w, http.StatusGone, errStreamGone)
+		return
+	case resumeNothing:
+		w.WriteHeader(http.StatusNoContent)
+		return
+	case resumeEnded:
+		return
+	}
+	s.log.Debug().Str("session", sess.ID).Str("stream", streamID).Uint64("after", n).Msg("legacy: stream resumed")
+	var tick <-chan time.Time
+	if s.keepAlive > 0 {
+		t := time.NewTicker(s.keepAlive)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-c.gone:
+			return
+		case <-tick:
+			rs.keepAliveOn(c)
+		case <-r.Context().Done():
+			rs.detach(c)
+			return
+		case <-s.base.Done():
+			rs.detach(c)
+			return
+		}
+	}
+}
+
+// ---- the standalone GET stream's ids ----------------------------------------------------
+
+// eventLog gives a session's standalone GET stream its id and replay buffer. It outlives
+// the connection (getStream) for the resume window: a GET with Last-Event-ID naming it
+// re-attaches it under a new getStream, replaying what the old connection may have lost.
+type eventLog struct {
+	s         *Server
+	id        string
+	sessionID string
+
+	mu    sync.Mutex
+	seq   uint64
+	ring  ring
+	cur   *getStream // the connection events go to; nil while the client is away
+	timer *time.Timer
+	gone  bool // forgotten by the registry: a resume starts a fresh stream instead
+}
+
+// openGetStream builds the session's new GET stream and the bytes to write first: the
+// priming event of a fresh stream, or the events a resumed one missed. A Last-Event-ID
+// naming a GET stream this process does not know (another replica's, or expired) gets a
+// fresh stream, as a GET without it would.
+func (s *Server) openGetStream(sess *store.Session, lastEventID string) (*getStream, []byte) {
+	g := newGetStream(sess.ID)
+	if !s.resumable(sess) {
+		return g, nil
+	}
+	if kind, id, n, ok := parseEventID(lastEventID); ok && kind == kindGet {
+		if e := s.replays.get(id, sess.ID); e != nil && e.log != nil {
+			if first, ok := e.log.resume(g, n); ok {
+				return g, first
+			}
+		}
+	}
+	lg := &eventLog{s: s, id: newStreamID(kindGet), sessionID: sess.ID, cur: g}
+	g.log = lg
+	s.replays.add(lg.id, &replayEntry{sessionID: sess.ID, log: lg})
+	return g, primingEvent(lg.id)
+}
+
+// resume makes g the log's connection and returns the events after n, or false when n
+// is not an event of this log. Best effort: the GET stream carries no responses and its
+// messages are advisory, so whatever is still buffered after n is replayed.
+func (lg *eventLog) resume(g *getStream, n uint64) ([]byte, bool) {
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if n > lg.seq || lg.gone {
+		return nil, false
+	}
+	if lg.timer != nil {
+		lg.timer.Stop()
+		lg.timer = nil
+	}
+	frames, _ := lg.ring.after(n, lg.seq)
+	var first []byte
+	for _, f := range frames {
+		first = append(first, f...)
+	}
+	lg.ring.ack(n)
+	g.log = lg
+	lg.cur = g
+	lg.s.replays.setIdle(lg.id, time.Time{})
+	return first, true
+}
+
+// offer queues one message on g with the next event id; false when g is not the log's
+// connection any more, is stopping, or its buffer is full (then no id is used up).
+func (lg *eventLog) offer(g *getStream, data []byte) bool {
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if lg.cur != g {
+		return false
+	}
+	select {
+	case <-g.done:
+		return false
+	default:
+	}
+	frame := appendEventWithID(nil, lg.id, lg.seq+1, data)
+	select {
+	case g.ch <- frame:
+		lg.seq++
+		lg.ring.push(lg.seq, frame)
+		return true
+	default:
+		return false
+	}
+}
+
+// detach runs when g's handler returns: the log waits for a resume for the window.
+func (lg *eventLog) detach(g *getStream) {
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if lg.cur != g {
+		return
+	}
+	lg.cur = nil
+	if lg.s.isClosed() {
+		lg.gone = true
+		lg.s.replays.remove(lg.id, nil, lg)
+		return
+	}
+	lg.s.replays.setIdle(lg.id, lg.s.now())
+	if lg.timer != nil {
+		lg.timer.Stop()
+	}
+	var t *time.Timer
+	t = time.AfterFunc(lg.s.resumeWindow, func() {
+		lg.mu.Lock()
+		defer lg.mu.Unlock()
+		if lg.timer == t && lg.cur == nil {
+			lg.gone = true
+			lg.s.replays.remove(lg.id, nil, lg)
+		}
+	})
+	lg.timer = t
+}
+
+// forget marks the log forgotten by the registry and stops its timer.
+func (lg *eventLog) forget() {
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	lg.gone = true
+	if lg.timer != nil {
+		lg.timer.Stop()
+		lg.timer = nil
+	}
+}
