@@ -725,7 +725,11 @@ func (c *goldenClient) readSSE(sid int, r io.Reader) {
 		ln := sc.Text()
 		switch {
 		case ln == "" && len(data) > 0:
-			c.push(sid, strings.Join(data, "\n"))
+			// An event with empty data is the priming event of a resumable stream
+			// (an event id only): not a message.
+			if msg := strings.Join(data, "\n"); strings.TrimSpace(msg) != "" {
+				c.push(sid, msg)
+			}
 			data = nil
 		case strings.HasPrefix(ln, "data:"):
 			data = append(data, strings.TrimPrefix(strings.TrimPrefix(ln, "data:"), " "))

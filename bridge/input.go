@@ -226,23 +226,29 @@ func (b *Bridge) deliverInputs(ctx context.Context, t *tracker) {
 			}
 			if first {
 				b.cfg.Metrics.InputRelayed(in.Method) // counted once, when the bridge issues its id
+				t.markSentHere(in.Key)
 			}
 		}
 		msg, _ := jsonrpc.NewRequest(jsonrpc.StringID(reqID), in.Method, in.Params)
 		t.mu.Lock()
-		pushed := t.onGet[in.Key]
+		pushed, here := t.onGet[in.Key], t.sentHere[in.Key]
 		t.mu.Unlock()
+		// Delivered by another replica (its GET stream or a tasks/result it held): this one
+		// cannot see whether that stream still stands, so it re-sends only after a grace.
+		elsewhere := !here && in.DeliveredAt != nil && time.Since(*in.DeliveredAt) < redeliverGrace
 		switch {
 		case pushed && getOpen:
 			// delivered on the GET stream, which is still open
-		case len(streams) > 0:
+		case len(streams) > 0 && !elsewhere:
 			for _, rs := range streams {
 				rs.send(in.Key, msg)
 			}
-		case !pushed && b.face.Push(rec.SessionID, msg):
+			t.markSentHere(in.Key)
+		case len(streams) == 0 && !pushed && !elsewhere && b.face.Push(rec.SessionID, msg):
 			t.mu.Lock()
 			t.onGet[in.Key] = true
 			t.mu.Unlock()
+			t.markSentHere(in.Key)
 		}
 	}
 }
@@ -331,4 +337,20 @@ func (b *Bridge) assignRequestID(ctx context.Context, in store.Input) (id string
 		}
 	}
 	return "", false
+}
+
+// redeliverGrace is how long a replica leaves an input request that another replica
+// delivered before sending it again on a tasks/result stream it holds: long enough for a
+// client to answer what it got on the other replica's stream, short enough that a client
+// whose stream died there is asked again soon.
+const redeliverGrace = 5 * time.Second
+
+// markSentHere records that this process has sent the input key on one of its streams.
+func (t *tracker) markSentHere(key string) {
+	t.mu.Lock()
+	if t.sentHere == nil {
+		t.sentHere = map[string]bool{}
+	}
+	t.sentHere[key] = true
+	t.mu.Unlock()
 }

@@ -151,6 +151,9 @@ func (b *Bridge) sweepIntents(ctx context.Context) {
 	if err := b.failOrphans(ctx, recs); err != nil {
 		b.log.Warn().Err(err).Msg("intent sweep failed")
 	}
+	// A cancel recorded by a replica that died before telling the upstream: older than a
+	// whole cancel call could take anywhere.
+	b.settle(ctx, b.cfg.CancelTimeout+5*time.Second)
 }
 
 // hostLease is how long a bridge-hosted record may go without a heartbeat before no live

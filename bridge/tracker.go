@@ -33,7 +33,10 @@ type tracker struct {
 	// onGet holds the input keys pushed on the session's GET stream from this process. A
 	// key delivered there is not sent again on a tasks/result stream while that GET stream
 	// stays open: each message goes out on exactly one stream.
-	onGet     map[string]bool
+	onGet map[string]bool
+	// sentHere holds the input keys this process has sent on any of its streams; a key
+	// delivered only by another replica waits redeliverGrace before being sent here.
+	sentHere  map[string]bool
 	unchanged int // polls in a row that saw no change (for backoff)
 
 	wake chan struct{} // nudges the loop (buffer 1)
@@ -358,5 +361,39 @@ func (b *Bridge) resume(ctx context.Context) error {
 			b.track(rec)
 		}
 	}
+	b.settle(ctx, 0)
 	return b.failOrphans(ctx, recs) // see replica.go: with replicas, only intents past the grace
+}
+
+// settle picks up tasks cancelled by a client whose upstream tasks/cancel may never have
+// left (the process died between the record and the upstream call): the cancel is sent
+// again (an idempotent ack upstream) and the task watched until its real outcome is known.
+// Only records older than minAge are taken, so a cancel in flight on a live replica is left
+// to it.
+func (b *Bridge) settle(ctx context.Context, minAge time.Duration) {
+	recs, err := b.st.ListUnsettled(ctx)
+	if err != nil {
+		b.log.Warn().Err(err).Msg("list unsettled tasks failed")
+		return
+	}
+	for _, rec := range recs {
+		if rec.Mode != store.ModeTranslate || b.cfg.Now().Sub(rec.LastUpdatedAt) < minAge {
+			continue
+		}
+		b.mu.Lock()
+		watched := b.trackers[rec.ID] != nil
+		b.mu.Unlock()
+		if watched {
+			continue
+		}
+		if rec.Status == store.StatusCancelled {
+			sess, _ := b.session(ctx, rec.SessionID)
+			cctx, cancel := context.WithTimeout(ctx, b.cfg.CancelTimeout)
+			if err := b.up.CancelTask(cctx, rec.UpstreamTaskID, b.meta(sess)); err != nil {
+				b.log.Warn().Err(err).Str("task", rec.ID).Msg("resent upstream tasks/cancel failed; still watching")
+			}
+			cancel()
+		}
+		b.track(rec)
+	}
 }

@@ -241,7 +241,7 @@ func (rp *replays) take(sessionID string) []*replayEntry {
 func (s *Server) dropReplays(sessionID string) {
 	for _, e := range s.replays.take(sessionID) {
 		if e.post != nil {
-			e.post.abandonIfDetached()
+			e.post.orphaned()
 		}
 		if e.log != nil {
 			e.log.forget()
@@ -300,8 +300,9 @@ type resumableStream struct {
 	sse   bool     // SSE headers and priming event written (the stream is registered)
 	seq   uint64   // last event number issued
 	ring  ring
-	done  bool // the response was appended (or the handler returned without one)
-	lost  bool // cannot be resumed any more; the handler's ctx is cancelled
+	done   bool // the response was appended (or the handler returned without one)
+	lost   bool // cannot be resumed any more; the handler's ctx is cancelled
+	orphan bool // its session ended or the Server is closing: no resume will come
 	timer *time.Timer
 	gen   uint64 // invalidates a pending timer
 }
@@ -416,7 +417,7 @@ func (rs *resumableStream) detachLocked(c *sseConn) {
 	if rs.done || rs.lost {
 		return
 	}
-	if rs.s.isClosed() {
+	if rs.orphan || rs.s.isClosed() {
 		rs.loseLocked()
 		return
 	}
@@ -478,12 +479,13 @@ func (rs *resumableStream) clientLeft(c *sseConn) {
 	rs.detachLocked(c)
 }
 
-// abandonIfDetached ends a stream nobody can resume any more (its session ended, or the
-// Server is closing).
-func (rs *resumableStream) abandonIfDetached() {
+// orphaned marks a stream nobody can resume any more (its session ended, or the Server is
+// closing): it ends now if its client is away, else as soon as the client leaves.
+func (rs *resumableStream) orphaned() {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	if rs.conn == nil && !rs.done && !rs.lost {
+	rs.orphan = true
+	if rs.conn == nil && rs.sse && !rs.done && !rs.lost {
 		rs.loseLocked()
 	}
 }

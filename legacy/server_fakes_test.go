@@ -118,6 +118,9 @@ func (m *memStore) ListTasks(context.Context, string, *store.Cursor, int) ([]*st
 	return nil, errUnused
 }
 func (m *memStore) ListActive(context.Context) ([]*store.Task, error) { return nil, errUnused }
+func (m *memStore) ListUnsettled(context.Context) ([]*store.Task, error) {
+	return nil, errUnused
+}
 func (m *memStore) CountActive(context.Context, string) (int, error)  { return 0, errUnused }
 func (m *memStore) ReleaseIdempotencyKey(context.Context, string) error {
 	return errUnused
@@ -239,7 +242,9 @@ func newEnv(t *testing.T, mod func(*Options)) *env {
 		h:     &fakeHandler{},
 		clock: &fakeClock{t: time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)},
 	}
-	o := Options{Store: e.st, Handler: e.h, Now: e.clock.Now}
+	// The tests of the plain wire (exact bytes, first event) run without event ids;
+	// resume_test.go turns resumability on with its own ResumeWindow.
+	o := Options{Store: e.st, Handler: e.h, Now: e.clock.Now, ResumeWindow: -1}
 	if mod != nil {
 		mod(&o)
 	}
@@ -352,13 +357,14 @@ func wantRPCError(t *testing.T, resp *http.Response, body string, status int, co
 // sseReader parses a text/event-stream body incrementally.
 type sseReader struct{ br *bufio.Reader }
 
-// sseEvent is one parsed event, or a comment block when comment is set.
+// sseEvent is one parsed event, or a comment block when comment is set. id is the
+// event's own "id:" field ("" when it has none).
 type sseEvent struct {
-	event, data, comment string
+	event, data, comment, id string
 }
 
-// next reads up to the next blank line. Fields other than event, data and comments are an
-// error: this face sends no ids and no retry fields.
+// next reads up to the next blank line. Fields other than event, data, id and comments are
+// an error: this face sends no retry fields.
 func (r *sseReader) next() (sseEvent, error) {
 	var ev sseEvent
 	var data []string
@@ -387,6 +393,8 @@ func (r *sseReader) next() (sseEvent, error) {
 			ev.event = line[len("event: "):]
 		case strings.HasPrefix(line, "data: "):
 			data = append(data, line[len("data: "):])
+		case strings.HasPrefix(line, "id: "):
+			ev.id = line[len("id: "):]
 		default:
 			return ev, errors.New("unexpected SSE line " + line)
 		}

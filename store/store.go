@@ -173,6 +173,10 @@ type Store interface {
 	ListTasks(ctx context.Context, owner string, after *Cursor, limit int) ([]*Task, error)
 	// ListActive returns every non-terminal task (for resuming after a restart).
 	ListActive(ctx context.Context) ([]*Task, error)
+	// ListUnsettled returns the terminal tasks with an upstream id whose real outcome is
+	// still pending: cancelled by the client while the upstream may carry on. A replica
+	// that died between recording such a cancel and telling the upstream leaves one.
+	ListUnsettled(ctx context.Context) ([]*Task, error)
 	// CountActive counts owner's non-terminal tasks (the per-principal concurrency cap).
 	CountActive(ctx context.Context, owner string) (int, error)
 	// ReleaseIdempotencyKey clears a task's IdempotencyKey (an operator reconciled it), so

@@ -185,6 +185,13 @@ func (s *Store) ListActive(ctx context.Context) ([]*store.Task, error) {
 		WHERE status IN ($1, $2) ORDER BY created_at, id`, store.StatusWorking, store.StatusInputRequired)
 }
 
+// ListUnsettled returns terminal tasks with an upstream id and a pending outcome.
+func (s *Store) ListUnsettled(ctx context.Context) ([]*store.Task, error) {
+	return s.listTasks(ctx, "list unsettled tasks", `SELECT `+taskColumns+` FROM tasks
+		WHERE status IN ($1, $2, $3) AND outcome = $4 AND upstream_task_id <> '' ORDER BY created_at, id`,
+		store.StatusCompleted, store.StatusFailed, store.StatusCancelled, store.OutcomePending)
+}
+
 func (s *Store) listTasks(ctx context.Context, what, query string, args ...any) ([]*store.Task, error) {
 	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {

@@ -434,4 +434,29 @@ func testListActive(t *testing.T, s store.Store) {
 			t.Errorf("ListActive returned %s status %s version %d owner %q", g.ID, g.Status, g.Version, g.Owner)
 		}
 	}
+
+	// Unsettled: terminal, upstream-backed, outcome still pending (a cancel the upstream
+	// may not have heard of). alice-0 completed with a pending outcome but no upstream id
+	// is not one; give it an upstream id and it is.
+	unsettled, err := s.ListUnsettled(ctx)
+	must(t, err, "ListUnsettled")
+	for _, u := range unsettled {
+		if !u.Status.Terminal() || u.Outcome != store.OutcomePending || u.UpstreamTaskID == "" {
+			t.Errorf("ListUnsettled returned %s status %s outcome %s upstream %q", u.ID, u.Status, u.Outcome, u.UpstreamTaskID)
+		}
+	}
+	x, _ = s.GetTask(ctx, "alice-0")
+	x.Status, x.Outcome, x.UpstreamTaskID = store.StatusCancelled, store.OutcomePending, "up-alice-0"
+	must(t, s.UpdateTask(ctx, x), "UpdateTask")
+	unsettled, err = s.ListUnsettled(ctx)
+	must(t, err, "ListUnsettled")
+	if !slices.Contains(ids(unsettled), "alice-0") {
+		t.Errorf("ListUnsettled = %v, want alice-0 (cancelled, outcome pending)", ids(unsettled))
+	}
+	x.Outcome = store.OutcomeSucceeded
+	must(t, s.UpdateTask(ctx, x), "UpdateTask")
+	unsettled, _ = s.ListUnsettled(ctx)
+	if slices.Contains(ids(unsettled), "alice-0") {
+		t.Error("ListUnsettled still lists a task whose outcome is known")
+	}
 }
