@@ -5,14 +5,11 @@ package interop
 import (
 	"bufio"
 	"context"
-	"encoding/json"
-	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -125,98 +122,11 @@ func newReverseEnv(t *testing.T, upstreamArgs ...string) *reverseEnv {
 	return e
 }
 
-// reverseScenarios are the nine active SEP-2663 scenarios of conformance 0.2.0-alpha.12.
-var reverseScenarios = []string{
-	"tasks-lifecycle",
-	"tasks-capability-negotiation",
-	"tasks-wire-fields",
-	"tasks-request-state-removal",
-	"tasks-mrtr-input",
-	"tasks-request-headers",
-	"tasks-dispatch-and-envelope",
-	"tasks-required-task-error",
-	"tasks-mrtr-composition",
-}
-
-type confCheck struct {
-	ID           string `json:"id"`
-	Name         string `json:"name"`
-	Status       string `json:"status"`
-	ErrorMessage string `json:"errorMessage"`
-}
-
-var confPassedLine = regexp.MustCompile(`(?m)^Passed: (\d+)/(\d+), (\d+) failed, (\d+) warnings`)
-
 // TestReverseConformance runs the official conformance suite against taskbridge in front
 // of the TS SDK v1 legacy server, one scenario per CLI run, and fails on a non-zero exit,
 // on any FAILURE or WARNING check, and on a summary line reporting failures (the suite
 // also validates every message against the 2026-07-28 schema).
 func TestReverseConformance(t *testing.T) {
 	e := newReverseEnv(t)
-	cli := filepath.Join(e.dir, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
-	if _, err := os.Stat(cli); err != nil {
-		testenv.Missing(t, "@modelcontextprotocol/conformance is not installed in interop/node_modules")
-	}
-	for _, sc := range reverseScenarios {
-		t.Run(sc, func(t *testing.T) {
-			out := t.TempDir()
-			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, e.node, cli, "server", "--url", e.url, "--scenario", sc, "-o", out)
-			cmd.Env = append(os.Environ(), "NO_COLOR=1", "FORCE_COLOR=0")
-			logs, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Errorf("conformance CLI exited with %v", err)
-			}
-			checks := readConfChecks(t, out)
-			succeeded := 0
-			for _, c := range checks {
-				switch c.Status {
-				case "SUCCESS":
-					succeeded++
-				case "FAILURE", "WARNING":
-					t.Errorf("check %s (%s) %s: %s", c.ID, c.Name, c.Status, c.ErrorMessage)
-				default:
-					t.Logf("check %s: %s %s", c.ID, c.Status, c.ErrorMessage)
-				}
-			}
-			if succeeded == 0 {
-				t.Errorf("no check succeeded")
-			}
-			m := confPassedLine.FindSubmatch(logs)
-			if m == nil || string(m[3]) != "0" || string(m[1]) != string(m[2]) {
-				t.Errorf("summary line: %q", m)
-			}
-			if t.Failed() {
-				t.Logf("conformance output:\n%s", logs)
-			}
-		})
-	}
-}
-
-// readConfChecks loads every checks.json the CLI wrote under dir.
-func readConfChecks(t *testing.T, dir string) []confCheck {
-	t.Helper()
-	var checks []confCheck
-	found := false
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || d.Name() != "checks.json" {
-			return err
-		}
-		found = true
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		var cs []confCheck
-		if err := json.Unmarshal(b, &cs); err != nil {
-			t.Errorf("%s: %v", p, err)
-		}
-		checks = append(checks, cs...)
-		return nil
-	})
-	if !found {
-		t.Errorf("the CLI wrote no checks.json under %s", dir)
-	}
-	return checks
+	testenv.RunConformance(t, e.url, testenv.TasksScenarios)
 }
