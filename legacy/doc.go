@@ -35,8 +35,36 @@
 // refused with -32600), Content-Type application/json (415 otherwise), a body of at most
 // Options.MaxBodyBytes (413), MCP-Protocol-Version absent (assumed 2025-03-26) or one of the
 // supported versions (400 otherwise), Origin absent, loopback or allowed (403 otherwise).
-// A client disconnect cancels the Serve ctx; it is not a JSON-RPC cancellation, which
-// arrives as notifications/cancelled through Notify.
+// A client disconnect is not a JSON-RPC cancellation, which arrives as
+// notifications/cancelled through Notify. It cancels the Serve ctx, except on a resumable
+// stream that already went out as SSE (see Resumability).
+//
+// # Resumability
+//
+// On sessions of 2025-11-25 or newer (resume.go; Options.ResumeWindow, default 5 min,
+// negative turns it off) every SSE stream has an id, "p…" for a POST's stream and "g…" for
+// the GET stream (26 random base32 characters after the letter), and its events carry
+// "id: <streamID>-<seq>", opening with a priming event (seq 0, empty data). Events are
+// kept in a bounded per-stream buffer (256 events / 4 MiB) in this process.
+//
+//	client                                   Server
+//	POST tasks/result                    ->  Serve runs in its own goroutine
+//	<- id: pX-0 / data:                      priming event
+//	<- id: pX-1 / elicitation/create
+//	   (connection lost)                     Serve keeps running; events go to the buffer;
+//	                                         its ctx ends only if nobody resumes within
+//	                                         the window (or the session/Server ends)
+//	GET Last-Event-ID: pX-1              ->  same session, stream held here
+//	<- 200: events after 1, then live        up to the response; then the stream ends
+//	GET Last-Event-ID: pX-<last>         ->  204 (ended, nothing left)
+//	GET Last-Event-ID: pY-3 (unknown)    ->  410: send the request again
+//	GET Last-Event-ID: gZ-4              ->  the GET stream again, missed events first
+//	                                         (unknown g id: a fresh GET stream)
+//
+// A disconnect before the reply became SSE still cancels Serve (the client holds no id).
+// Push never buffers for a disconnected GET stream (it reports false as before). Buffers
+// do not move between replicas: a resume must reach the process that held the stream;
+// elsewhere the client gets 410 and calls tasks/result again.
 //
 // Decisions the spec leaves open:
 //   - A second GET for a session replaces the first (the older stream ends), rather than
@@ -50,8 +78,10 @@
 //     message (for example an elicitation answer recorded in the store).
 //   - LastSeenAt is written at most once a minute per session: skipped when the stored
 //     value is recent, and deduplicated within the process for concurrent requests.
+//   - An unknown POST stream id on resume gets 410 Gone, not 404 (404 means "session
+//     terminated" and makes clients re-initialize); a finished stream the client has
+//     entirely gets 204, which tells SSE clients to stop reconnecting (the TS SDK v1
+//     client reconnects after a stream that ended with an error response).
 //
-// Not implemented: SSE event ids and resumption with Last-Event-ID (a GET carrying it gets
-// a fresh standalone stream; clients recover by issuing tasks/result again), and the
-// 2024-11-05 HTTP+SSE transport.
+// Not implemented: the 2024-11-05 HTTP+SSE transport.
 package legacy

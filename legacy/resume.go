@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -295,40 +297,69 @@ type resumableStream struct {
 	acc       accepts
 	cancel    context.CancelFunc // ends the handler's ctx
 
-	mu    sync.Mutex
-	conn  *sseConn // where events go now; nil while the client is away
-	sse   bool     // SSE headers and priming event written (the stream is registered)
-	seq   uint64   // last event number issued
-	ring  ring
+	mu     sync.Mutex
+	conn   *sseConn // where events go now; nil while the client is away
+	sse    bool     // SSE headers and priming event written (the stream is registered)
+	seq    uint64   // last event number issued
+	ring   ring
 	done   bool // the response was appended (or the handler returned without one)
 	lost   bool // cannot be resumed any more; the handler's ctx is cancelled
 	orphan bool // its session ended or the Server is closing: no resume will come
-	timer *time.Timer
-	gen   uint64 // invalidates a pending timer
+	timer  *time.Timer
+	gen    uint64 // invalidates a pending timer
 }
 
 func (s *Server) newResumableStream(sessionID string, acc accepts, cancel context.CancelFunc, c *sseConn) *resumableStream {
 	return &resumableStream{s: s, id: newStreamID(kindPost), sessionID: sessionID, acc: acc, cancel: cancel, conn: c}
 }
 
-// serveResumable answers a request through Handler.Serve on a resumable stream. The
-// handler's ctx is not tied to the connection once the reply is SSE: it ends when the
-// response is produced, the resume window passes with no client, or the Server closes.
+// serveResumable answers a request through Handler.Serve on a resumable stream. Serve
+// runs in its own goroutine (counted in the Server's in-flight requests, so Close drains
+// it) with a ctx not tied to the connection: once the reply is SSE, the HTTP request
+// returns when the client leaves, and the handler goes on until it produced its response,
+// the resume window passes with no client, or the Server closes. Before the reply is a
+// stream a disconnect cancels the handler, as on the plain face.
 func (s *Server) serveResumable(w http.ResponseWriter, r *http.Request, sess *store.Session, msg *jsonrpc.Message, acc accepts) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	defer cancel()
 	if k := r.Header.Get("Idempotency-Key"); k != "" {
 		ctx = WithIdempotencyKey(ctx, k)
 	}
 	stopBase := context.AfterFunc(s.base, cancel)
-	defer stopBase()
 	c := newSSEConn(w)
 	rs := s.newResumableStream(sess.ID, acc, cancel, c)
-	stopLeft := context.AfterFunc(r.Context(), func() { rs.clientLeft(c) })
-	defer stopLeft()
-	defer rs.close() // also when Serve panics: nothing may write to w after we return
-	res, err := s.h.Serve(ctx, sess, msg, rs)
-	rs.finish(s.encodeResponse(msg.ID, res, err))
+	s.mu.Lock()
+	s.inflight++ // this request's own count is still held, so Close cannot have seen zero
+	s.mu.Unlock()
+	served := make(chan struct{})
+	go func() {
+		defer s.end()
+		defer close(served)
+		defer stopBase()
+		defer cancel()
+		defer rs.close()
+		res, err := s.serveSafely(ctx, sess, msg, rs)
+		rs.finish(s.encodeResponse(msg.ID, res, err))
+	}()
+	// Every write to w happens under rs.mu while c is the stream's connection; once c is
+	// released nothing writes to it any more and this HTTP request may end.
+	select {
+	case <-served:
+	case <-c.gone:
+	case <-r.Context().Done():
+		rs.clientLeft(c)
+	}
+}
+
+// serveSafely calls Handler.Serve, turning a panic into -32603: Serve runs outside the
+// HTTP server's goroutine here, where a panic would end the process.
+func (s *Server) serveSafely(ctx context.Context, sess *store.Session, msg *jsonrpc.Message, out Stream) (res json.RawMessage, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error().Str("session", sess.ID).Str("method", msg.Method).Str("stack", string(debug.Stack())).Msg("legacy: handler panicked")
+			res, err = nil, jsonrpc.ErrInternal
+		}
+	}()
+	return s.h.Serve(ctx, sess, msg, out)
 }
 
 // Send implements Stream. While the client is away the message is kept for replay and

@@ -349,7 +349,7 @@ func TestResumeUnknownPostStream(t *testing.T) {
 	}
 	for _, tc := range []struct{ sid, last string }{
 		{sid, "pAAAAAAAAAAAAAAAAAAAAAAAAAA-1"},
-		{other, c.lastID},                               // another session's stream
+		{other, c.lastID},                              // another session's stream
 		{sid, strings.TrimSuffix(c.lastID, "1") + "9"}, // an event never sent
 	} {
 		resp, _ := e.resume(tc.sid, tc.last)
@@ -534,5 +534,21 @@ func TestResumeUnknownGetStreamIsFresh(t *testing.T) {
 	}
 	if data, err := r.nextMessage(); err != nil || gjson.Get(data, "params.n").Int() != 1 {
 		t.Fatalf("%q %v", data, err)
+	}
+}
+
+// Serve runs outside the HTTP server's goroutine on a resumable stream: a panic there
+// answers -32603 on the stream instead of ending the process.
+func TestResumableHandlerPanicIsInternalError(t *testing.T) {
+	e := resumeEnv(t, nil)
+	sid := e.initSession()
+	e.h.ServeFunc = func(_ context.Context, _ *store.Session, _ *jsonrpc.Message, out Stream) (json.RawMessage, error) {
+		_ = out.Send(numbered("notifications/message", 1))
+		panic("boom")
+	}
+	c := e.postSSE(sid, `{"jsonrpc":"2.0","id":5,"method":"tools/call"}`)
+	got := c.rest()
+	if len(got) != 2 || gjson.Get(got[1], "id").Int() != 5 || gjson.Get(got[1], "error.code").Int() != -32603 {
+		t.Fatalf("stream %q", got)
 	}
 }

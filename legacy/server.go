@@ -18,7 +18,9 @@ import (
 
 // Handler is implemented by the bridge; the Server calls it for every message a legacy
 // client sends. Methods are called concurrently, from the HTTP handler goroutines, with a
-// ctx that ends when the client disconnects or the Server is closed for good.
+// ctx that ends when the client disconnects or the Server is closed for good. (Serve on a
+// resumable stream runs in a goroutine of its own and outlives a disconnect for the
+// resume window once its reply is SSE: see resume.go.)
 type Handler interface {
 	// Initialize answers initialize for a new session. sess is filled in: ID minted by the
 	// face (crypto/rand, visible ASCII), ProtocolVersion negotiated (the client's if
