@@ -293,8 +293,13 @@ func (b *Bridge) tasksList(ctx context.Context, sess *store.Session, req *jsonrp
 		if exp, ok := rec.ExpiresAt(); ok && now.After(exp) {
 			continue
 		}
-		if live, err := b.record(ctx, rec.ID); err == nil {
-			rec = live
+		// The page was just read from the store; only a tracker here may hold a newer copy
+		// (a poll not written yet is impossible: trackers write through), so no per-row
+		// re-read: a page is one query.
+		if t := b.liveTracker(rec.ID); t != nil {
+			if live := t.snapshot(); live.Version > rec.Version {
+				rec = live
+			}
 		}
 		res.Tasks = append(res.Tasks, mapping.TaskToLegacy(rec))
 	}
@@ -400,4 +405,11 @@ func applyObservation(rec *store.Task, obs mapping.Observation) {
 		rec.Error = obs.Error
 		rec.Outcome = obs.Outcome
 	}
+}
+
+// liveTracker returns this process's tracker for a task, or nil.
+func (b *Bridge) liveTracker(id string) *tracker {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.trackers[id]
 }
