@@ -317,6 +317,22 @@ func (b *Bridge) tasksCancel(ctx context.Context, sess *store.Session, req *json
 	if err != nil {
 		return nil, err
 	}
+	if rec.Status.Terminal() {
+		return nil, cannotCancel(rec.Status)
+	}
+	// The upstream hears of the cancel first, then the record turns cancelled, then the
+	// client is answered (2025-11-25: terminal before the reply). A replica that dies in
+	// between leaves either a working record whose next poll sees the upstream's cancel,
+	// or a cancelled one the upstream already knows about — never a cancel the upstream
+	// misses. (A cancel that failed upstream is re-sent by settle.)
+	if rec.UpstreamTaskID != "" {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.CancelTimeout)
+		err := b.up.CancelTask(cctx, rec.UpstreamTaskID, b.meta(sess))
+		cancel()
+		if err != nil {
+			b.log.Warn().Err(err).Str("task", rec.ID).Msg("upstream tasks/cancel failed; still watching")
+		}
+	}
 	var already store.Status
 	cancelled := func(r *store.Task) bool {
 		if r.Status.Terminal() {
@@ -328,8 +344,8 @@ func (b *Bridge) tasksCancel(ctx context.Context, sess *store.Session, req *json
 		r.LastUpdatedAt = b.cfg.Now().UTC()
 		return true
 	}
-	t := b.track(rec)
-	if t != nil {
+	ctx = context.WithoutCancel(ctx) // the upstream knows: the record must follow
+	if t := b.track(rec); t != nil {
 		rec, err = t.update(ctx, cancelled)
 	} else {
 		rec, err = b.updateRecord(ctx, rec, cancelled)
@@ -337,19 +353,16 @@ func (b *Bridge) tasksCancel(ctx context.Context, sess *store.Session, req *json
 	if err != nil {
 		return nil, err
 	}
-	if already != "" {
-		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, fmt.Sprintf("Cannot cancel task: already in terminal status '%s'", already))
+	// A poll that saw the upstream's cancel first is this very cancel taking effect.
+	if already != "" && already != store.StatusCancelled {
+		return nil, cannotCancel(already)
 	}
 	b.cancelHosted(rec.ID) // a bridge-hosted task: abort its in-flight upstream call
-	if rec.UpstreamTaskID != "" {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.CancelTimeout)
-		err := b.up.CancelTask(cctx, rec.UpstreamTaskID, b.meta(sess))
-		cancel()
-		if err != nil {
-			b.log.Warn().Err(err).Str("task", rec.ID).Msg("upstream tasks/cancel failed; still watching")
-		}
-	}
 	return json.Marshal(mapping.TaskToLegacy(rec))
+}
+
+func cannotCancel(s store.Status) error {
+	return jsonrpc.NewError(jsonrpc.CodeInvalidParams, fmt.Sprintf("Cannot cancel task: already in terminal status '%s'", s))
 }
 
 // updateRecord applies fn to a record with compare-and-swap, re-reading on conflict. fn
