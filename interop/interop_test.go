@@ -439,6 +439,13 @@ func TestLegacyClientThroughBridge(t *testing.T) {
 				t.Errorf("upstream received %d tasks/update answers for %s, want 1", n, key)
 			}
 		}
+		// working (the CreateTaskResult), then input_required (a taskStatus), then the result.
+		if typ, st := o.str("messages", "0", "type"), o.str("messages", "0", "task", "status"); typ != "taskCreated" || st != "working" {
+			t.Errorf("first stream message %s with status %q, want taskCreated working", typ, st)
+		}
+		if st := o.strs("statuses"); !slices.Contains(st, "input_required") {
+			t.Errorf("task statuses seen by the client %v, want input_required among them", st)
+		}
 		if got, want := o.str("resultText"), "Deleted a.txt"; got != want {
 			t.Errorf("result text %q (error %v), want %q", got, o.get("error"), want)
 		}

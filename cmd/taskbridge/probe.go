@@ -13,7 +13,6 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/taskbridge/taskbridge/bridge"
 	"github.com/taskbridge/taskbridge/fallback"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
@@ -224,35 +223,18 @@ func orNone(s string) string {
 	return s
 }
 
-// fallbackFlags are the fallback policy flags of "serve" (docs/fallback.md).
-type fallbackFlags struct {
-	allow, deny, taskSupport string
-	noHosting                bool
-	workers                  int
-}
-
-func registerFallbackFlags(fs *flag.FlagSet) *fallbackFlags {
-	f := &fallbackFlags{}
-	fs.StringVar(&f.allow, "host-allow", "", "comma-separated tools that may run as bridge-hosted tasks whatever their annotations")
-	fs.StringVar(&f.deny, "host-deny", "", "comma-separated tools never run as bridge-hosted tasks (wins over --host-allow)")
-	fs.BoolVar(&f.noHosting, "no-hosting", false, "refuse every bridge-hosted task")
-	fs.StringVar(&f.taskSupport, "tool-task-support", "", "taskSupport advertised to 2025-11-25 clients, per tool: name=forbidden|optional|required,…")
-	fs.IntVar(&f.workers, "host-workers", 8, "upstream calls of bridge-hosted tasks run at once (×16 may be queued)")
-	return f
-}
-
-// apply copies the flags into a bridge configuration.
-func (f *fallbackFlags) apply(c *bridge.Config) error {
-	c.HostAllow, c.HostDeny, c.NoHosting, c.HostWorkers = splitList(f.allow), splitList(f.deny), f.noHosting, f.workers
-	for _, kv := range splitList(f.taskSupport) {
+// parseToolTaskSupport reads tool_task_support entries (name=forbidden|optional|required).
+func parseToolTaskSupport(entries []string) (map[string]string, error) {
+	var out map[string]string
+	for _, kv := range entries {
 		name, mode, ok := strings.Cut(kv, "=")
 		if !ok || fallback.ParseMode(mode) == fallback.ModeUnknown {
-			return fmt.Errorf("--tool-task-support %q: want name=forbidden|optional|required", kv)
+			return nil, fmt.Errorf("tool_task_support %q: want name=forbidden|optional|required", kv)
 		}
-		if c.ToolTaskSupport == nil {
-			c.ToolTaskSupport = map[string]string{}
+		if out == nil {
+			out = map[string]string{}
 		}
-		c.ToolTaskSupport[strings.TrimSpace(name)] = mode
+		out[strings.TrimSpace(name)] = mode
 	}
-	return nil
+	return out, nil
 }

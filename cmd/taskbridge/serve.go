@@ -33,8 +33,6 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	loader := config.Register(fs)
-	lim := registerLimitFlags(fs)
-	fbf := registerFallbackFlags(fs) // probe.go
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -95,14 +93,18 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		KillSwitch:     cfg.KillSwitch,
 		Sunset:         cfg.Sunset,
 
-		MaxConcurrentTasks: lim.maxConcurrent,
-		RequestRate:        lim.rate,
-		RequestBurst:       lim.burst,
-		MaxResultBytes:     lim.maxResult,
-		AuditRetention:     lim.retention,
-		PurgeInterval:      lim.purgeEvery,
+		MaxConcurrentTasks: cfg.MaxConcurrentTasks,
+		RequestRate:        cfg.RequestRate,
+		RequestBurst:       cfg.RequestBurst,
+		MaxResultBytes:     cfg.MaxResultBytes,
+		AuditRetention:     cfg.AuditRetention,
+		PurgeInterval:      cfg.PurgeInterval,
+		HostAllow:          cfg.HostAllow,
+		HostDeny:           cfg.HostDeny,
+		NoHosting:          cfg.NoHosting,
+		HostWorkers:        cfg.HostWorkers,
 	}
-	if err := fbf.apply(&bcfg); err != nil {
+	if bcfg.ToolTaskSupport, err = parseToolTaskSupport(cfg.ToolTaskSupport); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	// The upstream's era decides the route (era.go): a 2025-11-25 (or older) server gets
@@ -330,26 +332,4 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-// limitFlags are the per-principal limits and the TTL purge settings (bridge.Config fields;
-// see docs/security.md and docs/durability.md).
-type limitFlags struct {
-	maxConcurrent int
-	rate          float64
-	burst         int
-	maxResult     int64
-	retention     time.Duration
-	purgeEvery    time.Duration
-}
-
-func registerLimitFlags(fs *flag.FlagSet) *limitFlags {
-	l := &limitFlags{}
-	fs.IntVar(&l.maxConcurrent, "max-concurrent-tasks", 0, "unfinished tasks allowed per principal (per session without auth); 0: no cap")
-	fs.Float64Var(&l.rate, "request-rate", 0, "JSON-RPC requests per second allowed per principal on each replica; 0: no cap")
-	fs.IntVar(&l.burst, "request-burst", 0, "burst above --request-rate (default 2x the rate)")
-	fs.Int64Var(&l.maxResult, "max-result-bytes", 8<<20, "largest task result or error kept; larger ones fail the task")
-	fs.DurationVar(&l.retention, "audit-retention", 30*24*time.Hour, "how long the audit part of a task record outlives its ttl")
-	fs.DurationVar(&l.purgeEvery, "purge-interval", time.Minute, "how often expired task payloads are purged")
-	return l
 }

@@ -72,6 +72,17 @@ type Config struct {
 	DrainQuiet            time.Duration `key:"drain_quiet" help:"how long a draining replica must be idle before it exits"`
 	ReportWindow          time.Duration `key:"report_window" help:"how far back the migration report and /status look for legacy clients"`
 	Auth                  auth.Config   `key:"auth" help:"client authentication section (api_keys, jwt, trusted_header); see docs/security.md"`
+	MaxConcurrentTasks    int           `key:"max_concurrent_tasks" help:"unfinished tasks allowed per principal (per session without auth); 0: no cap"`
+	RequestRate           float64       `key:"request_rate" help:"JSON-RPC requests per second allowed per principal on each replica; 0: no cap"`
+	RequestBurst          int           `key:"request_burst" help:"burst above request_rate (0: twice the rate)"`
+	MaxResultBytes        int64         `key:"max_result_bytes" help:"largest task result or error kept; a larger one fails the task"`
+	AuditRetention        time.Duration `key:"audit_retention" help:"how long the audit part of a task record outlives its ttl"`
+	PurgeInterval         time.Duration `key:"purge_interval" help:"how often expired task payloads are purged"`
+	HostAllow             []string      `key:"host_allow" help:"tools that may run as bridge-hosted tasks whatever their annotations (docs/fallback.md)"`
+	HostDeny              []string      `key:"host_deny" help:"tools never run as bridge-hosted tasks (wins over host_allow)"`
+	NoHosting             bool          `key:"no_hosting" help:"refuse every bridge-hosted task"`
+	HostWorkers           int           `key:"host_workers" help:"upstream calls of bridge-hosted tasks run at once (x16 may be queued)"`
+	ToolTaskSupport       []string      `key:"tool_task_support" help:"taskSupport advertised to 2025-11-25 clients per tool: name=forbidden|optional|required"`
 
 	// Sources maps each key to where its value came from: "default", "FILE:LINE",
 	// "env NAME" or "flag --NAME".
@@ -102,6 +113,10 @@ func Default() *Config {
 		DrainTimeout:      10 * time.Minute,
 		DrainQuiet:        5 * time.Second,
 		ReportWindow:      30 * 24 * time.Hour,
+		MaxResultBytes:    8 << 20,
+		AuditRetention:    30 * 24 * time.Hour,
+		PurgeInterval:     time.Minute,
+		HostWorkers:       8,
 		Sources:           map[string]string{},
 	}
 }
@@ -398,6 +413,12 @@ func setScalar(fv reflect.Value, f field, s string) error {
 			return fmt.Errorf("want an integer, got %q", s)
 		}
 		fv.SetInt(n)
+	case float64:
+		x, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return fmt.Errorf("want a number, got %q", s)
+		}
+		fv.SetFloat(x)
 	case time.Duration:
 		d, err := time.ParseDuration(s)
 		if err != nil {
