@@ -2,19 +2,15 @@ package bridge_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 	"github.com/tidwall/gjson"
 
@@ -28,36 +24,7 @@ import (
 )
 
 // pgDSN returns a DSN for a fresh schema in TASKBRIDGE_TEST_PG, dropped when t ends.
-func pgDSN(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("TASKBRIDGE_TEST_PG")
-	if base == "" {
-		testenv.Missing(t, "TASKBRIDGE_TEST_PG is not set (start a server with: eval \"$(scripts/pg.sh)\")")
-	}
-	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect to TASKBRIDGE_TEST_PG: %v", err)
-	}
-	b := make([]byte, 8)
-	rand.Read(b)
-	schema := "tbreplica_" + hex.EncodeToString(b)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-		admin.Close(context.Background())
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+func pgDSN(t *testing.T) string { return testenv.PostgresSchema(t, "tbreplica") }
 
 // replicas is one fixture upstream and two bridges sharing one PostgreSQL schema, each
 // with its own store handle (as two processes would have).

@@ -7,9 +7,6 @@ package interop
 
 import (
 	"bufio"
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -24,44 +21,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/taskbridge/taskbridge/internal/fixture"
 	"github.com/taskbridge/taskbridge/internal/testenv"
 )
 
 // replicaPG returns a DSN for a fresh schema in TASKBRIDGE_TEST_PG, dropped when t ends.
-// Under CI=true a missing server fails the test (testenv.Missing).
-func replicaPG(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("TASKBRIDGE_TEST_PG")
-	if base == "" {
-		testenv.Missing(t, "TASKBRIDGE_TEST_PG is not set (start a server with: eval \"$(scripts/pg.sh)\")")
-	}
-	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect to TASKBRIDGE_TEST_PG: %v", err)
-	}
-	b := make([]byte, 8)
-	rand.Read(b)
-	schema := "tbinterop_" + hex.EncodeToString(b)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-		admin.Close(context.Background())
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+func replicaPG(t *testing.T) string { return testenv.PostgresSchema(t, "tbinterop") }
 
 // serveReplica runs "taskbridge serve" on the store DSN and returns its /mcp URL. The
 // process gets SIGKILL at test end; its stderr is logged when the test failed.

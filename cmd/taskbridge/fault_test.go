@@ -22,8 +22,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,7 +40,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/internal/fixture"
@@ -568,33 +565,7 @@ func TestFaultSQLite(t *testing.T) {
 }
 
 // faultPG returns a DSN for a fresh schema in TASKBRIDGE_TEST_PG, dropped when t ends.
-func faultPG(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("TASKBRIDGE_TEST_PG")
-	if base == "" {
-		testenv.Missing(t, "TASKBRIDGE_TEST_PG is not set (start a server with: eval \"$(scripts/pg.sh)\")")
-	}
-	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect to TASKBRIDGE_TEST_PG: %v", err)
-	}
-	b := make([]byte, 8)
-	rand.Read(b)
-	schema := "tbfault_" + hex.EncodeToString(b)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-		admin.Close(context.Background())
-	})
-	u, _ := url.Parse(base)
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+func faultPG(t *testing.T) string { return testenv.PostgresSchema(t, "tbfault") }
 
 // TestFaultPostgresOtherReplicaCarriesOn: two replicas on one PostgreSQL; the one serving
 // the client is killed at points (b)–(e) and the other replica carries on at once (no
