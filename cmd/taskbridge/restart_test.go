@@ -24,6 +24,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/fixture"
 	"github.com/taskbridge/taskbridge/internal/legacyclient"
+	"github.com/taskbridge/taskbridge/internal/testenv"
 )
 
 const relatedTaskPath = `_meta.io\.modelcontextprotocol/related-task.taskId`
@@ -33,7 +34,7 @@ func buildTaskbridge(t *testing.T, dir string) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skipf("go not on PATH: %v", err)
+		testenv.Missing(t, "go not on PATH: %v", err)
 	}
 	bin := filepath.Join(dir, "taskbridge")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
