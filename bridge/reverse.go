@@ -33,6 +33,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
+	"github.com/taskbridge/taskbridge/mapping"
 	"github.com/taskbridge/taskbridge/sep2663"
 	"github.com/taskbridge/taskbridge/store"
 )
@@ -285,7 +286,7 @@ func (r *Reverse) discover(ctx context.Context) (json.RawMessage, error) {
 	if err != nil {
 		return nil, reverseUpstreamErr(err)
 	}
-	caps, err := legacyServerCapsToModern(in.init.Capabilities, in.tasksCall)
+	caps, err := mapping.ServerCapsToModern(in.init.Capabilities, in.tasksCall)
 	if err != nil {
 		return nil, err
 	}
@@ -301,63 +302,10 @@ func (r *Reverse) discover(ctx context.Context) (json.RawMessage, error) {
 	})
 }
 
-// legacyServerCapsToModern translates 2025-11-25 ServerCapabilities: the shared keys are
-// kept as sent, tasks is dropped (SEP-2663 forbids advertising it), and the tasks
-// extension is added when the upstream can run tools/call as a task.
-func legacyServerCapsToModern(raw json.RawMessage, tasks bool) (sep2663.ServerCapabilities, error) {
-	var in map[string]json.RawMessage
-	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &in); err != nil {
-			return sep2663.ServerCapabilities{}, jsonrpc.NewError(jsonrpc.CodeUpstream, "upstream capabilities are not an object")
-		}
-	}
-	c := sep2663.ServerCapabilities{
-		Experimental: in["experimental"], Logging: in["logging"], Completions: in["completions"],
-		Prompts: in["prompts"], Resources: in["resources"], Tools: in["tools"],
-	}
-	if tasks {
-		c.Extensions = map[string]json.RawMessage{sep2663.ExtensionTasks: json.RawMessage(`{}`)}
-	}
-	return c, nil
-}
-
-// modernOnlyParams are request fields a legacy server must not see.
-var modernOnlyParams = []string{"inputResponses", "requestState", "task"}
-
-// modernMetaKeys are the 2026-07-28 envelope keys removed from a forwarded request's _meta.
-var modernMetaKeys = []string{sep2663.MetaProtocolVersion, sep2663.MetaClientCapabilities, sep2663.MetaClientInfo,
-	"io.modelcontextprotocol/logLevel"}
-
-// legacyParams strips the modern envelope and fields from params for a legacy upstream.
-// Only the top level and _meta are decoded; other members keep their bytes.
-func legacyParams(params json.RawMessage) (map[string]json.RawMessage, error) {
-	var p map[string]json.RawMessage
-	if err := json.Unmarshal(params, &p); err != nil || p == nil {
-		return nil, jsonrpc.ErrInvalidParams.Wrapf("params must be an object")
-	}
-	for _, k := range modernOnlyParams {
-		delete(p, k)
-	}
-	if m, ok := p["_meta"]; ok {
-		var meta map[string]json.RawMessage
-		if json.Unmarshal(m, &meta) == nil {
-			for _, k := range modernMetaKeys {
-				delete(meta, k)
-			}
-		}
-		if len(meta) == 0 {
-			delete(p, "_meta")
-		} else {
-			p["_meta"], _ = json.Marshal(meta)
-		}
-	}
-	return p, nil
-}
-
 // forwardModern passes any other request (tools/list, prompts/*, resources/*, completion)
 // to the upstream session of the caller and stamps the 2026-07-28 result fields.
 func (r *Reverse) forwardModern(ctx context.Context, req *sep2663.Request) (json.RawMessage, error) {
-	p, err := legacyParams(req.Params)
+	p, err := mapping.LegacyParams(req.Params)
 	if err != nil {
 		return nil, err
 	}
@@ -369,12 +317,12 @@ func (r *Reverse) forwardModern(ctx context.Context, req *sep2663.Request) (json
 		return nil, reverseUpstreamErr(err)
 	}
 	if req.Method == "tools/list" {
-		if res, err = toolsListForModern(res); err != nil {
+		if res, err = mapping.ToolsListForModern(res); err != nil {
 			return nil, err
 		}
 	}
 	if cacheableMethods[req.Method] {
-		return withCacheHints(res)
+		return mapping.WithCacheHints(res)
 	}
 	return res, nil
 }
@@ -383,48 +331,6 @@ func (r *Reverse) forwardModern(ctx context.Context, req *sep2663.Request) (json
 // cacheScope (a 2025-11-25 server never sends them).
 var cacheableMethods = map[string]bool{"tools/list": true, "prompts/list": true, "resources/list": true,
 	"resources/read": true, "resources/templates/list": true}
-
-// withCacheHints adds ttlMs 0 and cacheScope "private" when missing: the result came from
-// the caller's own upstream session, and the legacy server said nothing about its
-// lifetime, so a client must neither share nor reuse it.
-func withCacheHints(res json.RawMessage) (json.RawMessage, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(res, &top); err != nil || top == nil {
-		return nil, jsonrpc.NewError(jsonrpc.CodeUpstream, "upstream result is not an object")
-	}
-	if _, ok := top["ttlMs"]; !ok {
-		top["ttlMs"] = json.RawMessage(`0`)
-	}
-	if _, ok := top["cacheScope"]; !ok {
-		top["cacheScope"] = json.RawMessage(`"private"`)
-	}
-	return json.Marshal(top)
-}
-
-// toolsListForModern drops execution.taskSupport (2026-07-28 tools have no per-tool task
-// flag; the server decides) and keeps everything else.
-func toolsListForModern(res json.RawMessage) (json.RawMessage, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(res, &top); err != nil {
-		return nil, jsonrpc.NewError(jsonrpc.CodeUpstream, "upstream tools/list result is not an object")
-	}
-	var tools []map[string]json.RawMessage
-	if json.Unmarshal(top["tools"], &tools) == nil {
-		for _, t := range tools {
-			var ex map[string]json.RawMessage
-			if json.Unmarshal(t["execution"], &ex) == nil && ex != nil {
-				delete(ex, "taskSupport")
-				if len(ex) == 0 {
-					delete(t, "execution")
-				} else {
-					t["execution"], _ = json.Marshal(ex)
-				}
-			}
-		}
-		top["tools"], _ = json.Marshal(tools)
-	}
-	return json.Marshal(top)
-}
 
 // reverseUpstreamErr maps an upstream failure to the modern wire: JSON-RPC errors pass
 // through (the retired -32002 "resource not found" becomes -32602); transport failures

@@ -11,6 +11,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
+	"github.com/taskbridge/taskbridge/mapping"
 	"github.com/taskbridge/taskbridge/sep2663"
 )
 
@@ -60,7 +61,7 @@ func (r *Reverse) toolsCall(ctx context.Context, req *sep2663.Request) (json.Raw
 	if mode == legacy.TaskSupportRequired && in.tasksCall && !req.Tasks() {
 		return nil, sep2663.MissingTasksError("tool " + name.Str + " runs only as a task")
 	}
-	p, err := legacyParams(req.Params)
+	p, err := mapping.LegacyParams(req.Params)
 	if err != nil {
 		return nil, err
 	}
@@ -209,29 +210,7 @@ func (r *Reverse) callOutcome(hc *heldCall) (json.RawMessage, error) {
 		t := r.registerTask(hc.owner, hc.tool, hc.sess, ct.Task)
 		return json.Marshal(sep2663.CreateTaskResult{ResultType: sep2663.ResultTask, Task: r.modernTask(t, t.snapshot())})
 	}
-	return resultForModern(hc.res)
-}
-
-// resultForModern stamps resultType:"complete" on a legacy result and drops the
-// related-task _meta key (not part of SEP-2663).
-func resultForModern(res json.RawMessage) (json.RawMessage, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(res, &m); err != nil || m == nil {
-		return nil, jsonrpc.NewError(jsonrpc.CodeUpstream, "upstream result is not an object")
-	}
-	m["resultType"] = json.RawMessage(`"complete"`)
-	if meta, ok := m["_meta"]; ok {
-		var mm map[string]json.RawMessage
-		if json.Unmarshal(meta, &mm) == nil {
-			delete(mm, legacy.MetaRelatedTask)
-			if len(mm) == 0 {
-				delete(m, "_meta")
-			} else {
-				m["_meta"], _ = json.Marshal(mm)
-			}
-		}
-	}
-	return json.Marshal(m)
+	return mapping.ResultForModern(hc.res)
 }
 
 // isNotFound reports whether err is the upstream's -32602 (unknown task).

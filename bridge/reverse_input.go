@@ -9,6 +9,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
+	"github.com/taskbridge/taskbridge/mapping"
 	"github.com/taskbridge/taskbridge/sep2663"
 )
 
@@ -54,7 +55,7 @@ func (b *inputBox) handler() legacy.RequestHandler {
 		if !inputMethods[m.Method] {
 			return nil, jsonrpc.ErrMethodNotFound.Wrapf("%s", m.Method)
 		}
-		key, p := b.add(sep2663.InputRequest{Method: m.Method, Params: inputParamsForModern(m.Params)})
+		key, p := b.add(sep2663.InputRequest{Method: m.Method, Params: mapping.InputParamsForModern(m.Params)})
 		select {
 		case a := <-p.answer:
 			return a, nil
@@ -154,28 +155,3 @@ func (b *inputBox) lastTouched() time.Time {
 	return b.touched
 }
 
-// inputParamsForModern removes what 2026-07-28 input requests do not carry: the
-// related-task _meta key and a URL-mode elicitationId.
-func inputParamsForModern(params json.RawMessage) json.RawMessage {
-	var p map[string]json.RawMessage
-	if json.Unmarshal(params, &p) != nil || p == nil {
-		return params
-	}
-	delete(p, "elicitationId")
-	if m, ok := p["_meta"]; ok {
-		var meta map[string]json.RawMessage
-		if json.Unmarshal(m, &meta) == nil {
-			delete(meta, legacy.MetaRelatedTask)
-			if len(meta) == 0 {
-				delete(p, "_meta")
-			} else {
-				p["_meta"], _ = json.Marshal(meta)
-			}
-		}
-	}
-	out, err := json.Marshal(p)
-	if err != nil {
-		return params
-	}
-	return out
-}

@@ -251,7 +251,7 @@ func (r *Reverse) detailed(t *rtask) sep2663.DetailedTask {
 	case v.last.Status.Terminal() && v.finalSet && v.final.err != nil:
 		dt.Status, dt.Error = sep2663.StatusFailed, v.final.err
 	case v.last.Status.Terminal() && v.finalSet:
-		res, err := resultForModern(v.final.result)
+		res, err := mapping.ResultForModern(v.final.result)
 		if err != nil {
 			dt.Status, dt.Error = sep2663.StatusFailed, jsonrpc.AsError(err)
 			break
