@@ -154,4 +154,3 @@ func (b *inputBox) lastTouched() time.Time {
 	defer b.mu.Unlock()
 	return b.touched
 }
-
