@@ -68,8 +68,9 @@ func newFallbackState(cfg Config) *fallbackState {
 }
 
 // upstreamManifest is the upstream's manifest from its (cached, ttl-refreshed) discover.
-// TODO(#4): a legacy upstream (discover answered with a non-modern error) is served by the
-// reverse route's legacy client; until the bridge holds one, only 2026-07-28 upstreams.
+// Only 2026-07-28 upstreams reach the forward bridge: serve detects a legacy upstream at
+// start (cmd/taskbridge/era.go) and runs the reverse route, which passes legacy clients
+// through (bridge/reverse_pass.go).
 func (b *Bridge) upstreamManifest(ctx context.Context) (fallback.UpstreamManifest, error) {
 	d, err := b.discovery(ctx)
 	if err != nil {

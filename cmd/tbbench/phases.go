@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -250,13 +251,6 @@ func polling(ctx context.Context, o options, dir string) error {
 	return nil
 }
 
-func sumMap(m map[string]int) (n int) {
-	for _, v := range m {
-		n += v
-	}
-	return n
-}
-
 // scale: tasks/list over many records, and memory with many tracked tasks.
 func scale(ctx context.Context, o options, dir string) error {
 	fmt.Printf("4. scale: tasks/list over %d records; memory with %d tracked tasks\n", o.records, o.tracked)
@@ -330,12 +324,8 @@ func pct(lat []time.Duration) stats {
 	if len(lat) == 0 {
 		return stats{}
 	}
-	c := append([]time.Duration(nil), lat...)
-	for i := 1; i < len(c); i++ {
-		for j := i; j > 0 && c[j] < c[j-1]; j-- {
-			c[j], c[j-1] = c[j-1], c[j]
-		}
-	}
+	c := slices.Clone(lat)
+	slices.Sort(c)
 	return stats{p50: c[len(c)/2], p99: c[min(len(c)-1, len(c)*99/100)]}
 }
 
