@@ -1,13 +1,10 @@
 package bridge
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -27,41 +24,7 @@ import (
 // startLegacyUpstream runs interop/legacy-server.mjs (TS SDK v1, 2025-11-25 tasks) and
 // returns its /mcp URL.
 func startLegacyUpstream(t *testing.T) string {
-	t.Helper()
-	cmd := exec.Command(testenv.Node22(t), "legacy-server.mjs", "--port", "0")
-	cmd.Dir = testenv.InteropDir(t)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("legacy-server stderr:\n%s", stderr.String())
-		}
-	})
-	line := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		if sc.Scan() {
-			line <- sc.Text()
-		}
-		for sc.Scan() {
-		}
-	}()
-	select {
-	case l := <-line:
-		return strings.TrimPrefix(l, "listening ")
-	case <-time.After(30 * time.Second):
-		t.Fatalf("legacy-server.mjs did not start: %s", stderr.String())
-	}
-	return ""
+	return testenv.StartNodeServer(t, "legacy-server.mjs", "--port", "0")
 }
 
 func newReverse(t *testing.T) (*Reverse, string) {

@@ -8,21 +8,11 @@
 package interop
 
 import (
-	"context"
-	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
-	"github.com/taskbridge/taskbridge/bridge"
 	"github.com/taskbridge/taskbridge/internal/fixture"
-	"github.com/taskbridge/taskbridge/internal/testenv"
-	"github.com/taskbridge/taskbridge/sep2663"
-	"github.com/taskbridge/taskbridge/store/sqlite"
 )
 
 // fallbackCodeTaskUnavailable is fallback.CodeTaskUnavailable, spelled out: the wire value
@@ -31,43 +21,7 @@ const fallbackCodeTaskUnavailable = -32005
 
 // newNoTasksEnv is the bridge in front of the fixture without the tasks extension.
 func newNoTasksEnv(t *testing.T) *env {
-	t.Helper()
-	e := &env{node: testenv.Node22(t), dir: testenv.InteropDir(t)}
-	ctx := context.Background()
-	e.fx = fixture.New(fixture.Options{Name: "interop-no-tasks", Scale: 0.2, NoTasksExtension: true})
-	up := httptest.NewServer(e.fx)
-	t.Cleanup(func() { up.Close(); e.fx.Close() })
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "bridge.db"))
-	if err != nil {
-		t.Fatalf("sqlite.Open: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
-	b, err := bridge.New(bridge.Config{
-		Store:       st,
-		Upstream:    sep2663.NewClient(sep2663.ClientOptions{URL: up.URL + "/mcp"}),
-		Logger:      zerolog.Nop(),
-		PollFloorMs: 100,
-	})
-	if err != nil {
-		t.Fatalf("bridge.New: %v", err)
-	}
-	if err := b.Start(ctx); err != nil {
-		t.Fatalf("bridge.Start: %v", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", b.Handler())
-	srv := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := b.Close(cctx); err != nil {
-			t.Errorf("bridge.Close: %v", err)
-		}
-	})
-	e.url = srv.URL + "/mcp"
-	return e
+	return newEnvWith(t, fixture.Options{Name: "interop-no-tasks", Scale: 0.2, NoTasksExtension: true})
 }
 
 func TestLegacyClientHostedTasks(t *testing.T) {

@@ -48,11 +48,16 @@ type env struct {
 }
 
 func newEnv(t *testing.T) *env {
+	return newEnvWith(t, fixture.Options{Name: "interop-upstream", Scale: 0.2})
+}
+
+// newEnvWith runs the Go fixture with fo and a bridge (SQLite in t.TempDir()) in front of it.
+func newEnvWith(t *testing.T, fo fixture.Options) *env {
 	t.Helper()
 	e := &env{node: testenv.Node22(t), dir: testenv.InteropDir(t)}
 	ctx := context.Background()
 
-	e.fx = fixture.New(fixture.Options{Name: "interop-upstream", Scale: 0.2})
+	e.fx = fixture.New(fo)
 	up := httptest.NewServer(e.fx)
 	t.Cleanup(func() { up.Close(); e.fx.Close() })
 
@@ -73,22 +78,28 @@ func newEnv(t *testing.T) *env {
 	if err := b.Start(ctx); err != nil {
 		t.Fatalf("bridge.Start: %v", err)
 	}
+	e.url = serveBridge(t, b.Handler(), b.Close)
+	return e
+}
+
+// serveBridge serves h at /mcp on loopback and returns the endpoint URL. Cleanups run
+// last-in first-out: the HTTP server stops, then closeFn (the bridge), then what the caller
+// registered before (store, upstream).
+func serveBridge(t *testing.T, h http.Handler, closeFn func(context.Context) error) string {
+	t.Helper()
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", b.Handler())
+	mux.Handle("/mcp", h)
 	srv := httptest.NewServer(mux)
-	// Cleanups run last-in first-out: the HTTP server stops, then the bridge, the store,
-	// the upstream.
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
 		srv.Close()
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := b.Close(cctx); err != nil {
-			t.Errorf("bridge.Close: %v", err)
+		if err := closeFn(cctx); err != nil {
+			t.Errorf("closing the bridge: %v", err)
 		}
 	})
-	e.url = srv.URL + "/mcp"
-	return e
+	return srv.URL + "/mcp"
 }
 
 // flowOut is the one JSON line legacy-client.mjs prints. raw is kept for logging.

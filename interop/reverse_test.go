@@ -3,16 +3,9 @@
 package interop
 
 import (
-	"bufio"
 	"context"
-	"net/http"
-	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -22,54 +15,9 @@ import (
 	"github.com/taskbridge/taskbridge/store/sqlite"
 )
 
-// startNodeServer runs a Node MCP server script from interop/ and returns the URL it
-// prints on its first stdout line ("listening URL" or a bare URL). It is stopped at cleanup.
-func startNodeServer(t *testing.T, node, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(node, args...)
-	cmd.Dir = dir
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %v: %v", args, err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("%v stderr:\n%s", args, stderr.String())
-		}
-	})
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if l := sc.Text(); strings.Contains(l, "http://") {
-				lines <- l
-				break
-			}
-		}
-		for sc.Scan() {
-		}
-	}()
-	select {
-	case l := <-lines:
-		return l[strings.Index(l, "http://"):]
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%v printed no URL; stderr:\n%s", args, stderr.String())
-	}
-	return ""
+// startNodeServer runs an interop script (see testenv.StartNodeServer) and returns its URL.
+func startNodeServer(t *testing.T, _, _ string, args ...string) string {
+	return testenv.StartNodeServer(t, args...)
 }
 
 // reverseEnv is legacy-server.mjs and a Reverse bridge in front of it.
@@ -106,19 +54,7 @@ func newReverseEnv(t *testing.T, upstreamArgs ...string) *reverseEnv {
 		t.Fatalf("Reverse.Start: %v", err)
 	}
 	e.b = b
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", b.Handler())
-	srv := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := b.Close(cctx); err != nil {
-			t.Errorf("Reverse.Close: %v", err)
-		}
-	})
-	e.url = srv.URL + "/mcp"
+	e.url = serveBridge(t, b.Handler(), b.Close)
 	return e
 }
 

@@ -5,12 +5,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -26,33 +23,7 @@ import (
 
 // startLegacyServer runs interop/legacy-server.mjs and returns its /mcp URL.
 func startLegacyServer(t *testing.T) string {
-	t.Helper()
-	cmd := exec.Command(testenv.Node22(t), "legacy-server.mjs", "--port", "0")
-	cmd.Dir = testenv.InteropDir(t)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
-	line := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		if sc.Scan() {
-			line <- sc.Text()
-		}
-		for sc.Scan() {
-		}
-	}()
-	select {
-	case l := <-line:
-		return strings.TrimPrefix(l, "listening ")
-	case <-time.After(30 * time.Second):
-		t.Fatal("legacy-server.mjs did not start")
-	}
-	return ""
+	return testenv.StartNodeServer(t, "legacy-server.mjs", "--port", "0")
 }
 
 func TestServeLegacyUpstream(t *testing.T) {

@@ -4,14 +4,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"flag"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,7 +18,6 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/internal/fixture"
-	"github.com/taskbridge/taskbridge/internal/testenv"
 )
 
 var updateProbe = flag.Bool("update-probe", false, "rewrite testdata/probe golden files")
@@ -31,39 +28,6 @@ func fixtureURL(t *testing.T, o fixture.Options) string {
 	srv := httptest.NewServer(fx)
 	t.Cleanup(func() { srv.Close(); fx.Close() })
 	return srv.URL + "/mcp"
-}
-
-// legacyServerURL runs interop/legacy-server.mjs (TS SDK v1 1.32.2, 2025-11-25 tasks).
-func legacyServerURL(t *testing.T) string {
-	t.Helper()
-	cmd := exec.Command(testenv.Node22(t), "legacy-server.mjs", "--port", "0")
-	cmd.Dir = testenv.InteropDir(t)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
-	line := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		if sc.Scan() {
-			line <- sc.Text()
-		}
-		for sc.Scan() {
-		}
-	}()
-	select {
-	case l := <-line:
-		return strings.TrimPrefix(l, "listening ")
-	case <-time.After(30 * time.Second):
-		t.Fatalf("legacy-server.mjs did not start: %s", stderr.String())
-	}
-	return ""
 }
 
 func probeJSON(t *testing.T, url string, extra ...string) (string, error) {
@@ -84,7 +48,7 @@ func TestProbeGolden(t *testing.T) {
 		{"fixture-no-tasks", func(t *testing.T) string {
 			return fixtureURL(t, fixture.Options{Name: "probe-fixture", NoTasksExtension: true})
 		}},
-		{"legacy-ts-sdk-v1", legacyServerURL},
+		{"legacy-ts-sdk-v1", startLegacyServer},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := probeJSON(t, tc.url(t))

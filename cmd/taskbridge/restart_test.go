@@ -6,16 +6,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -54,51 +51,10 @@ type child struct {
 	waited bool
 }
 
-// startChild runs "taskbridge serve" on the SQLite file db and waits for its first stdout
-// line. The process is killed at test end whatever happens.
+// startChild runs "taskbridge serve" on the SQLite file db (see serveChild in
+// fault_test.go) and waits for its listening line; it is killed at test end.
 func startChild(t *testing.T, bin, upstream, db, name string) *child {
-	t.Helper()
-	logPath := filepath.Join(t.TempDir(), name+".log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &child{log: logPath}
-	c.cmd = exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--upstream", upstream,
-		"--store", "sqlite:"+db, "--poll-floor-ms", "100", "--log-level", "debug")
-	c.cmd.Stderr = logf
-	stdout, err := c.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	logf.Close() // the child holds its own descriptor
-	t.Cleanup(func() {
-		c.kill(t)
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("%s stderr:\n%s", name, b)
-		}
-	})
-
-	line := make(chan string, 1)
-	go func() {
-		s, _ := bufio.NewReader(stdout).ReadString('\n')
-		line <- s
-	}()
-	select {
-	case s := <-line:
-		const prefix = "taskbridge listening on "
-		if !strings.HasPrefix(s, prefix) {
-			t.Fatalf("%s: first stdout line %q, want %q…", name, s, prefix)
-		}
-		c.url, _, _ = strings.Cut(strings.TrimPrefix(s, prefix), " ")
-	case <-time.After(20 * time.Second):
-		t.Fatalf("%s: no listening line after 20 s", name)
-	}
-	return c
+	return serveChild(t, bin, upstream, "sqlite:"+db, name)
 }
 
 // kill sends SIGKILL and reaps the process; safe to call twice.
