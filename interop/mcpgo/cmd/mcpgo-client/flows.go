@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -48,7 +49,8 @@ func typedErr(err error) *rpcErr {
 		{mcp.ErrInternalError, mcp.INTERNAL_ERROR}, {mcp.ErrRequestInterrupted, mcp.REQUEST_INTERRUPTED},
 		{mcp.ErrResourceNotFound, mcp.RESOURCE_NOT_FOUND}} {
 		if errors.Is(err, c.sentinel) {
-			return &rpcErr{Code: c.code, Message: err.Error()}
+			// AsError wraps the sentinel as "<sentinel>: <wire message>"; report the wire message.
+			return &rpcErr{Code: c.code, Message: strings.TrimPrefix(err.Error(), c.sentinel.Error()+": ")}
 		}
 	}
 	return &rpcErr{Message: err.Error()}
