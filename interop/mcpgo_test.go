@@ -537,3 +537,32 @@ func checkDualDiscover(t *testing.T, body string) {
 		t.Errorf("discover advertises the SEP-2663 tasks extension")
 	}
 }
+
+// TestMcpgoDefaultClientNegotiation records the era mcp-go's own client lands on against
+// mcpgo-server when no version is pinned (it tries server/discover first), and what that
+// does to its tasks. On 2026-07-28 mcp-go keeps tasks/get but has removed tasks/result.
+func TestMcpgoDefaultClientNegotiation(t *testing.T) {
+	srvBin, cliBin := mcpgoBinaries(t)
+	for _, c := range []struct {
+		mode, transport, version string
+		result                   bool // tasks/result answers
+	}{
+		{"dual", "http", "2025-11-25", true},     // WithContinuousListening keeps the client on initialize
+		{"legacy", "http", "2025-11-25", true},   // the same
+		{"dual", "stdio", "2026-07-28", false},   // discover answered: modern, and no tasks/result
+		{"legacy", "stdio", "2026-07-28", false}, // stdio -mode legacy still serves 2026-07-28
+	} {
+		t.Run(c.mode+"/"+c.transport, func(t *testing.T) {
+			t.Parallel()
+			target := mcpgoServerTarget(t, srvBin, c.transport, "-mode", c.mode, "-scale", "0.2")
+			o := runMcpgo(t, cliBin, append(target, "-flow", "create_poll_result", "-version", "")...)
+			wantStr(t, o, "protocolVersion", c.version)
+			wantStr(t, o, "finalStatus", "completed")
+			if c.result {
+				wantStr(t, o, "resultText", "Computation mcpgo completed after 1s. Result: 42.")
+			} else {
+				wantInt(t, o, "resultError.code", -32601)
+			}
+		})
+	}
+}

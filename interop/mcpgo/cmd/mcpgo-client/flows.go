@@ -25,6 +25,7 @@ var flows = map[string]flowFunc{
 	"unknown_id":         flowUnknownID,
 	"ask_client":         flowAskClient,
 	"ask_client_sync":    flowAskClientSync,
+	"elicit":             flowElicit,
 }
 
 // rpcErr is a JSON-RPC error as the flows report it. Code is 0 when mcp-go's client turned
@@ -325,4 +326,11 @@ func flowAskClientSync(ctx context.Context, s *session, o *options, out map[stri
 		o.args = "{}"
 	}
 	flowSync(ctx, s, o, out)
+}
+
+// flowElicit runs a task that asks one elicitation (the Go fixture's confirm_delete by
+// default); the request must reach the client on its own (the flow only polls tasks/get
+// until the task is terminal, as mcp-go's users do).
+func flowElicit(ctx context.Context, s *session, o *options, out map[string]any) {
+	s.runTask(ctx, o.toolOr("confirm_delete"), o.argsOr(map[string]any{"filename": "a.txt"}), o, out)
 }

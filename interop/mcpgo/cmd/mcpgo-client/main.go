@@ -4,13 +4,14 @@
 //	mcpgo-client -url http://HOST:PORT/mcp -flow NAME [-tool T] [-args JSON] [-timeout 60s] [-ttl 60000]
 //	mcpgo-client -stdio "CMD ARGS…" -flow NAME …     (or -stdio '["CMD","ARG",…]')
 //
-// The client pins protocol version 2025-11-25 (WithProtocolVersion), so it never tries
-// server/discover, and declares sampling, roots and elicitation. Over HTTP it opens the
+// The client pins protocol version 2025-11-25 (WithProtocolVersion; -version "" leaves mcp-go's
+// default, which tries server/discover first and goes 2026-07-28 when it is answered), and
+// declares sampling, roots and elicitation. Over HTTP it opens the
 // standalone GET stream (WithContinuousListening) and records on which stream (GET or the
 // POST of which method) each server→client request arrived.
 //
 // Flows: tools, sync, create_poll_result, list, cancel, tool_error, protocol_error,
-// unknown_id, ask_client, ask_client_sync (see interop/README.md for the keys of each).
+// unknown_id, ask_client, ask_client_sync, elicit (see interop/README.md for the keys of each).
 // mcp-go's typed CallTool cannot read a CreateTaskResult ("content is missing"), so every
 // task-augmented tools/call goes through the transport layer; tasks/get, tasks/result,
 // tasks/list and tasks/cancel use the typed client methods.
@@ -38,6 +39,7 @@ import (
 // options are the command-line flags.
 type options struct {
 	url, stdio, flow, tool, args string
+	version                      string
 	timeout                      time.Duration
 	ttl                          int64
 }
@@ -51,6 +53,8 @@ func main() {
 	flag.StringVar(&o.args, "args", "", "tool arguments (JSON object) instead of the flow's default")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Second, "limit for the whole flow")
 	flag.Int64Var(&o.ttl, "ttl", 60000, "params.task.ttl of task-augmented calls (ms)")
+	flag.StringVar(&o.version, "version", mcp.LATEST_LEGACY_PROTOCOL_VERSION,
+		`protocol version to pin (WithProtocolVersion); "" leaves mcp-go's default: server/discover first`)
 	flag.Parse()
 	out := map[string]any{"flow": o.flow}
 	if err := run(o, out); err != nil {
@@ -128,8 +132,11 @@ func connect(ctx context.Context, o *options) (*session, error) {
 		}
 		tr, s.transport = transport.NewStdio(argv[0], nil, argv[1:]...), "stdio"
 	}
-	s.c = client.NewClient(tr, client.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION),
-		client.WithSamplingHandler(s.h), client.WithRootsHandler(s.h), client.WithElicitationHandler(s.h))
+	copts := []client.ClientOption{client.WithSamplingHandler(s.h), client.WithRootsHandler(s.h), client.WithElicitationHandler(s.h)}
+	if o.version != "" {
+		copts = append(copts, client.WithProtocolVersion(o.version))
+	}
+	s.c = client.NewClient(tr, copts...)
 	if err := s.c.Start(ctx); err != nil {
 		return nil, fmt.Errorf("start: %w", err)
 	}
