@@ -333,6 +333,14 @@ var mcpgoDirectFlows = []mcpgoFlow{
 		checkAskClient(t, o, transport, "result", "GET")
 		wantRuns(t, counts, "ask_client", mcpgoCounts{1, 1, 0})
 	}},
+	{name: "typed_task_call", check: func(t *testing.T, o gjson.Result, transport, counts string) {
+		// mcp-go's typed CallTool with params.task: the server creates and runs the task, the
+		// client fails to decode the CreateTaskResult and never learns the task id.
+		wantStr(t, o, "error.message", "content is missing")
+		if transport == "http" { // over stdio the server ends with the client, maybe before the task starts
+			wantRuns(t, counts, "slow_compute", mcpgoCounts{1, 1, 0})
+		}
+	}},
 	{name: "ask_client_sync", check: func(t *testing.T, o gjson.Result, transport, _ string) {
 		checkAskClient(t, o, transport, "result", "POST")
 	}},

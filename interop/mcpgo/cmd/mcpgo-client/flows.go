@@ -26,6 +26,7 @@ var flows = map[string]flowFunc{
 	"ask_client":         flowAskClient,
 	"ask_client_sync":    flowAskClientSync,
 	"elicit":             flowElicit,
+	"typed_task_call":    flowTypedTaskCall,
 }
 
 // rpcErr is a JSON-RPC error as the flows report it. Code is 0 when mcp-go's client turned
@@ -333,4 +334,19 @@ func flowAskClientSync(ctx context.Context, s *session, o *options, out map[stri
 // until the task is terminal, as mcp-go's users do).
 func flowElicit(ctx context.Context, s *session, o *options, out map[string]any) {
 	s.runTask(ctx, o.toolOr("confirm_delete"), o.argsOr(map[string]any{"filename": "a.txt"}), o, out)
+}
+
+// flowTypedTaskCall shows why the other flows create tasks through the transport: mcp-go's
+// typed CallTool with params.task set decodes the CreateTaskResult as a CallToolResult.
+func flowTypedTaskCall(ctx context.Context, s *session, o *options, out map[string]any) {
+	tool, args := o.toolOr("slow_compute"), o.argsOr(map[string]any{"seconds": 1})
+	out["tool"], out["args"] = tool, args
+	ttl := o.ttl
+	res, err := s.c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: tool, Arguments: args,
+		Task: &mcp.TaskParams{TTL: &ttl}}})
+	if err != nil {
+		out["error"] = typedErr(err)
+		return
+	}
+	out["result"] = res
 }

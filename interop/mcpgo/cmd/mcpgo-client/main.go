@@ -11,7 +11,7 @@
 // POST of which method) each server→client request arrived.
 //
 // Flows: tools, sync, create_poll_result, list, cancel, tool_error, protocol_error,
-// unknown_id, ask_client, ask_client_sync, elicit (see interop/README.md for the keys of each).
+// unknown_id, ask_client, ask_client_sync, elicit, typed_task_call (see interop/README.md for the keys of each).
 // mcp-go's typed CallTool cannot read a CreateTaskResult ("content is missing"), so every
 // task-augmented tools/call goes through the transport layer; tasks/get, tasks/result,
 // tasks/list and tasks/cancel use the typed client methods.
