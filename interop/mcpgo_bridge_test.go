@@ -131,7 +131,7 @@ func TestMcpgoClientThroughBridge(t *testing.T) {
 					t.Cleanup(func() { up.Close(); fx.Close() })
 					var target []string
 					if transport == "http" {
-						target = []string{"-url", serveBinary(t, up.URL+"/mcp")}
+						target = []string{"-url", serveBinary(t, up.URL+"/mcp", "--drain-quiet", "100ms")}
 					} else {
 						argv, _ := json.Marshal([]string{tb, "stdio", "--upstream", up.URL + "/mcp", "--poll-floor-ms", "100",
 							"--store", "sqlite:" + filepath.Join(t.TempDir(), "tasks.db")})
