@@ -113,7 +113,7 @@ func startServe(t *testing.T, bin, upstream, db string, extra ...string) *served
 			t.Fatal("no startup lines after 30 s")
 		}
 	}
-	if !strings.HasPrefix(s.url, "http://") || !strings.HasPrefix(s.admin, "http://") {
+	if !strings.HasPrefix(s.url, "http") || !strings.HasPrefix(s.admin, "http") { // http:// or https://
 		t.Fatalf("startup lines: url %q admin %q", s.url, s.admin)
 	}
 	return s
