@@ -109,8 +109,8 @@ var funcs = template.FuncMap{
 		return &r.Days[len(r.Days)-1]
 	},
 	"plural": plural,
-	"chart": func(r *Report) template.HTML { return legacyChart(r.Days, r.Sunset) },
-	"day": func(t time.Time) string { return t.UTC().Format(time.DateOnly) },
+	"chart":  func(r *Report) template.HTML { return legacyChart(r.Days, r.Sunset) },
+	"day":    func(t time.Time) string { return t.UTC().Format(time.DateOnly) },
 	"modes": func(m map[string]int) string {
 		var parts []string
 		for _, k := range slices.Sorted(func(yield func(string) bool) {
