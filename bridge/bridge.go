@@ -57,6 +57,9 @@ type Config struct {
 	// Auth authenticates every HTTP request (internal/auth: API keys, JWT, trusted header).
 	// Nil is single-user mode: tasks are bound to the session that created them.
 	Auth auth.Authenticator
+	// AuthChallenge, when set, is the WWW-Authenticate value of a 401 (with JWT auth: the
+	// OAuth protected-resource challenge, auth.ProtectedResource.Challenge).
+	AuthChallenge func(r *http.Request, err error) string
 	// MaxConcurrentTasks caps a principal's (or, without auth, a session's) non-terminal
 	// tasks; 0 means no cap.
 	MaxConcurrentTasks int
@@ -203,6 +206,7 @@ func New(cfg Config) (*Bridge, error) {
 	}
 	b.face = legacy.NewServer(legacy.Options{
 		Authenticate:   authn,
+		Challenge:      cfg.AuthChallenge,
 		Logger:         &b.log,
 		Store:          cfg.Store,
 		Handler:        b,

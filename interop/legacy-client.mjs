@@ -4,7 +4,7 @@
 // per invocation and prints exactly ONE JSON line on stdout with its observations.
 //
 //   node legacy-client.mjs --url URL --flow NAME [--tool T] [--args JSON]
-//        [--timeout MS] [--ttl MS] [--elicit-action accept|decline|cancel]
+//        [--timeout MS] [--ttl MS] [--elicit-action accept|decline|cancel] [--bearer TOKEN]
 //   node legacy-client.mjs --url URL --list-tools        (same as --flow tools)
 //
 // Flows: tools, stream, poll, list, cancel, tool-error, protocol-error, unknown, sync, elicit.
@@ -80,7 +80,9 @@ function errJSON(e) {
 }
 
 function crash(e) {
-    process.stdout.write(JSON.stringify({ flow, ok: false, crash: String(e?.stack ?? e) }) + '\n');
+    // fetch failures carry the reason (a refused connection, an untrusted certificate) in cause.
+    const cause = e?.cause ? `\ncause: ${String(e.cause?.stack ?? e.cause)}` : '';
+    process.stdout.write(JSON.stringify({ flow, ok: false, crash: String(e?.stack ?? e) + cause }) + '\n');
     process.exit(1);
 }
 
@@ -106,7 +108,10 @@ client.setNotificationHandler(TaskStatusNotificationSchema, n => {
     notifications.push({ method: n.method, taskId: n.params.taskId, status: n.params.status });
 });
 
-const transport = new StreamableHTTPClientTransport(new URL(opts.url));
+// --bearer TOKEN sends Authorization: Bearer TOKEN on every request (an edge proxy or the
+// bridge's auth checks it). HTTPS with a private CA: run with NODE_EXTRA_CA_CERTS=ca.pem.
+const transport = new StreamableHTTPClientTransport(new URL(opts.url),
+    opts.bearer ? { requestInit: { headers: { Authorization: `Bearer ${opts.bearer}` } } } : undefined);
 try {
     await client.connect(transport);
 } catch (e) {

@@ -88,6 +88,10 @@ type Options struct {
 	// principal that opened it: a request carrying its id under another principal gets the
 	// same 404 as an unknown session. Nil means no authentication (principal "").
 	Authenticate func(*http.Request) (principal string, err error)
+	// Challenge, when set, gives the WWW-Authenticate value of a 401 for the request and
+	// the Authenticate error (the OAuth protected-resource challenge, auth.Challenge).
+	// Nil: Bearer realm="taskbridge".
+	Challenge func(r *http.Request, err error) string
 }
 
 // Context keys for values the face reads off the HTTP request for the Handler.
@@ -126,6 +130,7 @@ type Server struct {
 	log       zerolog.Logger
 	now       func() time.Time
 	authn     func(*http.Request) (string, error)
+	challenge func(*http.Request, error) string
 
 	// base ends every handler ctx; Close cancels it after draining (or giving up).
 	base   context.Context
@@ -162,6 +167,7 @@ func NewServer(o Options) *Server {
 		log:       zerolog.Nop(),
 		now:       o.Now,
 		authn:     o.Authenticate,
+		challenge: o.Challenge,
 		idle:      make(chan struct{}),
 		streams:   make(map[string]*getStream),
 		touched:   make(map[string]time.Time),
@@ -233,7 +239,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		principal, err := s.authn(r)
 		if err != nil {
 			s.log.Info().Err(err).Str("remote", r.RemoteAddr).Msg("legacy: authentication failed")
-			w.Header().Set("WWW-Authenticate", `Bearer realm="taskbridge"`)
+			w.Header().Set("WWW-Authenticate", s.challengeFor(r, err))
 			s.httpError(w, http.StatusUnauthorized, errUnauthorized)
 			return
 		}
@@ -247,6 +253,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodDelete:
 		s.handleDelete(w, r)
 	}
+}
+
+// challengeFor is the WWW-Authenticate value of a 401 for r.
+func (s *Server) challengeFor(r *http.Request, err error) string {
+	if s.challenge != nil {
+		return s.challenge(r, err)
+	}
+	return `Bearer realm="taskbridge"`
 }
 
 // originAllowed implements the DNS-rebinding defence: no Origin (not a browser), a

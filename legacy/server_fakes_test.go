@@ -134,6 +134,10 @@ func (m *memStore) ListSessions(context.Context, time.Time) ([]*store.Session, e
 func (m *memStore) QueryTasks(context.Context, store.TaskQuery) ([]*store.Task, error) {
 	return nil, errUnused
 }
+func (m *memStore) CountTasksByDay(context.Context, time.Time) ([]store.DayCount, error) {
+	return nil, nil
+}
+
 func (m *memStore) CountTasksBySession(context.Context, time.Time) ([]store.SessionTaskCount, error) {
 	return nil, errUnused
 }

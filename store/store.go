@@ -151,6 +151,12 @@ type SessionTaskCount struct {
 	Count     int
 }
 
+// DayCount is one row of CountTasksByDay: the tasks created on the UTC day that starts at Day.
+type DayCount struct {
+	Day   time.Time
+	Count int
+}
+
 // Store is the durable record keeper. See the package comment for the concurrency contract.
 type Store interface {
 	CreateSession(ctx context.Context, s *Session) error
@@ -213,6 +219,9 @@ type Store interface {
 	// CountTasksBySession counts the tasks created at or after since, per creating session
 	// and mode (the migration report's "tasks created" and route columns).
 	CountTasksBySession(ctx context.Context, since time.Time) ([]SessionTaskCount, error)
+	// CountTasksByDay counts the tasks created at or after since per UTC day, oldest day
+	// first; days without a task are absent (the /status chart of creations per day).
+	CountTasksByDay(ctx context.Context, since time.Time) ([]DayCount, error)
 
 	// Ping checks the store is reachable.
 	Ping(ctx context.Context) error

@@ -29,12 +29,10 @@ Usage:
   taskbridge tasks list [--principal P] [--status S] | tasks show ID | tasks reconcile ID --outcome …
   taskbridge report [--json]      (migration report: legacy clients still seen, tasks in flight, sunset)
   taskbridge demo
-  taskbridge version
+  taskbridge version | --version   (version, module, VCS revision, build date)
 
 Run "taskbridge COMMAND -h" for a command's flags.
 `
-
-var version = "dev"
 
 func main() {
 	if os.Getenv("GOGC") == "" {
@@ -74,8 +72,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdReport(ctx, args[1:], stdout, stderr)
 	case "demo":
 		return cmdDemo(ctx, args[1:], stdout, stderr)
-	case "version":
-		fmt.Fprintln(stdout, "taskbridge", version)
+	case "version", "--version", "-version":
+		printVersion(stdout)
 		return nil
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)

@@ -113,7 +113,7 @@ func startServe(t *testing.T, bin, upstream, db string, extra ...string) *served
 			t.Fatal("no startup lines after 30 s")
 		}
 	}
-	if !strings.HasPrefix(s.url, "http://") || !strings.HasPrefix(s.admin, "http://") {
+	if !strings.HasPrefix(s.url, "http") || !strings.HasPrefix(s.admin, "http") { // http:// or https://
 		t.Fatalf("startup lines: url %q admin %q", s.url, s.admin)
 	}
 	return s
@@ -322,8 +322,8 @@ func TestOperateScriptedRun(t *testing.T) {
 		}
 		dom := runChromium(t, chromium, "--dump-dom", s.admin+"/status")
 		for _, want := range []string{
-			`<table id="clients">`, "<td>acme-ide</td><td>2.3.1</td><td>2025-11-25</td>",
-			"<td>legacy-cli</td><td>0.9.0</td>", `id="inflight"`, `<div class="n">2</div><div class="l">working</div>`,
+			`<table id="clients">`, `<span class="client">acme-ide</span> <span class="muted">2.3.1</span></td><td class="nw">2025-11-25</td>`,
+			`<span class="client">legacy-cli</span> <span class="muted">0.9.0</span></td>`, `<svg id="legacy-chart"`, `id="inflight"`, `<div class="n">2</div><div class="l">working</div>`,
 			`<div class="n">0</div><div class="l">input_required</div>`, "days</strong> until the sunset on 2027-07-28",
 		} {
 			if !strings.Contains(dom, want) {

@@ -49,8 +49,16 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log := newLoggerFormat(stderr, cfg.LogLevel, cfg.LogFormat)
 	m := metrics.New(version)
+	tl, err := loadTLS(cfg)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	// SIGHUP re-reads the certificates (onSIGHUP); caught from here on, so it never kills.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	up := upstreamFlags{url: cfg.Upstream, cmd: cfg.UpstreamCmd, closeWait: cfg.UpstreamCloseWait, termWait: cfg.UpstreamTermWait}
-	upstream, stopUpstream, err := openUpstream(up, cfg, m, log, stderr)
+	upstream, stopUpstream, err := openUpstream(up, cfg, m, tl, log, stderr)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -66,6 +74,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if authn, err = auth.New(cfg.Auth); err != nil {
 			return fmt.Errorf("serve: auth: %w", err)
 		}
+	}
+	prm, err := protectedResource(cfg, log)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -104,6 +116,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		NoHosting:          cfg.NoHosting,
 		HostWorkers:        cfg.HostWorkers,
 	}
+	if prm != nil {
+		bcfg.AuthChallenge = prm.Challenge
+	}
 	if bcfg.ToolTaskSupport, err = parseToolTaskSupport(cfg.ToolTaskSupport); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -120,7 +135,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return errors.New("serve: the upstream speaks MCP 2025-11-25; client authentication is not supported in front of such an upstream yet (remove the auth settings)")
 		}
 		log.Info().Str("upstream", up.describe()).Msg("upstream speaks MCP 2025-11-25 (server/discover refused): reverse route for 2026-07-28 clients, pass-through for 2025-11-25 clients")
-		hc, h := upstreamHTTP(cfg, m)
+		hc, h := upstreamHTTP(cfg, m, tl)
 		rb, err := newReverseFromConfig(ctx, bridge.ReverseConfig{
 			Store: st, Logger: log, PollFloorMs: cfg.PollFloorMs, PollCeilMs: cfg.PollCeilMs,
 			CreateTimeout: cfg.CreateTimeout, StatusTimeout: cfg.StatusTimeout, CancelTimeout: cfg.CancelTimeout,
@@ -156,35 +171,42 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("serve: admin listener: %w", err)
 		}
 	}
-	s := &server{log: log, cfg: cfg, b: b, drain: drain, inflight: inflight, sigc: sigc,
+	s := &server{log: log, cfg: cfg, b: b, drain: drain, inflight: inflight, sigc: sigc, hup: hup, tls: tl, prm: prm,
 		admin: ops.Handler(ops.Options{Store: st, Metrics: m, Logger: log, UpstreamReady: b.UpstreamReady,
 			ActiveTasks: b.ActiveTasks, Drain: drain, Inflight: inflight, Version: version,
 			Upstream: up.describe(), KillSwitch: cfg.KillSwitch, Sunset: cfg.Sunset,
 			SunsetWarn: cfg.SunsetWarn, ReportWindow: cfg.ReportWindow})}
-	fmt.Fprintf(stdout, "taskbridge listening on http://%s/mcp (also ws://%s/mcp; upstream %s)\n", ln.Addr(), ln.Addr(), up.describe())
+	web, ws := schemes(tl.mcp)
+	fmt.Fprintf(stdout, "taskbridge listening on %s://%s/mcp (also %s://%s/mcp; upstream %s)\n", web, ln.Addr(), ws, ln.Addr(), up.describe())
+	warnPlainHTTP(log, "mcp", ln, tl.mcp)
 	if admin != nil {
-		fmt.Fprintf(stdout, "taskbridge admin on http://%s/status (/metrics, /healthz, /readyz, POST /admin/drain)\n", admin.Addr())
+		web, _ := schemes(tl.admin)
+		fmt.Fprintf(stdout, "taskbridge admin on %s://%s/status (/metrics, /healthz, /readyz, POST /admin/drain)\n", web, admin.Addr())
+		warnPlainHTTP(log, "admin", admin, tl.admin)
 	}
 	return s.serve(ctx, ln, admin, m)
 }
 
 // openUpstream builds the upstream client: over HTTP with the instrumented transport and
 // the configured Authorization, or a stdio child (stdio.go).
-func openUpstream(up upstreamFlags, cfg *config.Config, m *metrics.Metrics, log zerolog.Logger, stderr io.Writer) (*sep2663.Client, func(context.Context) error, error) {
+func openUpstream(up upstreamFlags, cfg *config.Config, m *metrics.Metrics, tl *tlsSet, log zerolog.Logger, stderr io.Writer) (*sep2663.Client, func(context.Context) error, error) {
 	if up.cmd != "" {
 		return up.open(log, stderr)
 	}
-	hc, h := upstreamHTTP(cfg, m)
+	hc, h := upstreamHTTP(cfg, m, tl)
 	c := sep2663.NewClient(sep2663.ClientOptions{URL: up.url, Header: h, HTTPClient: hc,
 		ClientInfo: sep2663.Implementation{Name: "taskbridge", Version: version}})
 	return c, func(context.Context) error { return nil }, nil
 }
 
-// upstreamHTTP is the HTTP client (instrumented transport) and the configured
-// Authorization header for an HTTP upstream of either era.
-func upstreamHTTP(cfg *config.Config, m *metrics.Metrics) (*http.Client, http.Header) {
+// upstreamHTTP is the HTTP client (instrumented transport, the upstream_ca/upstream_cert
+// TLS) and the configured Authorization header for an HTTP upstream of either era.
+func upstreamHTTP(cfg *config.Config, m *metrics.Metrics, tl *tlsSet) (*http.Client, http.Header) {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns, t.MaxIdleConnsPerHost, t.IdleConnTimeout = 1024, 256, 90*time.Second // design §10
+	if tc := tl.upstreamConfig(); tc != nil {
+		t.TLSClientConfig = tc
+	}
 	var h http.Header
 	if cfg.UpstreamAuthorization != "" {
 		h = http.Header{"Authorization": {cfg.UpstreamAuthorization}}
@@ -200,6 +222,9 @@ type server struct {
 	drain    *ops.Drain
 	inflight *ops.Inflight
 	sigc     chan os.Signal
+	hup      chan os.Signal // SIGHUP: onSIGHUP
+	tls      *tlsSet
+	prm      *auth.ProtectedResource // nil: no OAuth protected-resource metadata
 	admin    http.Handler
 }
 
@@ -214,6 +239,11 @@ func (s *server) serve(ctx context.Context, ln, adminLn net.Listener, m *metrics
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", s.inflight.Wrap(s.b.Handler()))
 	mux.HandleFunc("/healthz", ops.Healthz)
+	if s.prm != nil {
+		for _, p := range s.prm.Paths() {
+			mux.Handle(p, s.prm)
+		}
+	}
 	if adminLn == nil {
 		// No admin listener: metrics and readiness on this one; /status and the drain
 		// endpoint are never exposed on the MCP listener.
@@ -222,19 +252,23 @@ func (s *server) serve(ctx context.Context, ln, adminLn net.Listener, m *metrics
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- serveHTTP(srv, ln, s.tls.mcp, s.log) }()
 	var adminSrv *http.Server
 	if adminLn != nil {
 		adminSrv = &http.Server{Handler: s.admin, ReadHeaderTimeout: 10 * time.Second}
-		go func() { errc <- adminSrv.Serve(adminLn) }()
+		go func() { errc <- serveHTTP(adminSrv, adminLn, s.tls.admin, s.log) }()
 	}
 	wctx, stopWatch := context.WithCancel(context.Background())
-	watchDone := make(chan struct{})
+	watchDone, hupDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(watchDone)
 		ops.WatchSunset(wctx, s.log, m, s.cfg.Sunset, s.cfg.SunsetWarn, time.Now)
 	}()
-	defer func() { stopWatch(); <-watchDone }()
+	go func() {
+		defer close(hupDone)
+		watchSIGHUP(wctx, s.hup, s.onSIGHUP)
+	}()
+	defer func() { stopWatch(); <-watchDone; <-hupDone }()
 
 	signals := 0
 	select {

@@ -84,6 +84,18 @@ type Config struct {
 	HostWorkers           int           `key:"host_workers" help:"upstream calls of bridge-hosted tasks run at once (x16 may be queued)"`
 	ToolTaskSupport       []string      `key:"tool_task_support" help:"taskSupport advertised to 2025-11-25 clients per tool: name=forbidden|optional|required"`
 
+	// TLS and OAuth protected-resource metadata (docs/security.md).
+	TLSCert                   string   `key:"tls_cert" help:"PEM certificate (chain) of the MCP and admin listeners: with tls_key they serve HTTPS; re-read on SIGHUP"`
+	TLSKey                    string   `key:"tls_key" help:"PEM private key of tls_cert"`
+	TLSClientCA               string   `key:"tls_client_ca" help:"PEM CA bundle: the MCP listener requires client certificates issued by it (mTLS); re-read on SIGHUP"`
+	AdminTLSClientCA          string   `key:"admin_tls_client_ca" help:"PEM CA bundle: the admin listener requires client certificates issued by it (mTLS); re-read on SIGHUP"`
+	UpstreamCA                string   `key:"upstream_ca" help:"PEM CA bundle that verifies an https:// upstream instead of the system roots"`
+	UpstreamCert              string   `key:"upstream_cert" help:"PEM client certificate for an https:// upstream that asks for one (with upstream_key); re-read on SIGHUP"`
+	UpstreamKey               string   `key:"upstream_key" help:"PEM private key of upstream_cert"`
+	OAuthResource             string   `key:"oauth_resource" help:"with auth.jwt: this endpoint's public URL as clients use it (e.g. https://mcp.example.com/mcp), the resource of the OAuth protected-resource metadata; empty: from each request's Host"`
+	OAuthAuthorizationServers []string `key:"oauth_authorization_servers" help:"with auth.jwt: issuer URLs of the authorization servers named in the protected-resource metadata (default: auth.jwt.issuer)"`
+	OAuthScopes               []string `key:"oauth_scopes" help:"with auth.jwt: scopes listed in the protected-resource metadata and in the 401 challenge"`
+
 	// Sources maps each key to where its value came from: "default", "FILE:LINE",
 	// "env NAME" or "flag --NAME".
 	Sources map[string]string `key:"-"`
@@ -572,6 +584,8 @@ func (c *Config) Validate(needUpstream bool) error {
 			bad("auth", "%v", err)
 		}
 	}
+	c.validateTLS(bad)
+	c.validateOAuth(bad)
 	return errors.Join(errs...)
 }
 

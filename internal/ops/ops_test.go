@@ -211,7 +211,7 @@ func TestStatusPageAndReport(t *testing.T) {
 	}
 	for _, want := range []string{
 		"<strong>87 days</strong> until the sunset on 2027-07-28", `class="banner warn"`,
-		"<td>&lt;b&gt;ide&lt;/b&gt;</td>", "<td class=\"num\">2</td><td class=\"num\">3</td><td>host 1 · translate 2</td>",
+		`<td><span class="client">&lt;b&gt;ide&lt;/b&gt;</span> <span class="muted">1</span></td>`, "<td class=\"num\">2</td><td class=\"num\">3</td><td>host 1 · translate 2</td>",
 		"created in the last 30 days", "1 hour ago",
 	} {
 		if !strings.Contains(body, want) {

@@ -29,7 +29,25 @@ type Report struct {
 	InFlight map[string]int `json:"inFlight"` // non-terminal tasks by status, all replicas
 	// TasksCreated is the number of tasks created within the window, all clients.
 	TasksCreated int `json:"tasksCreated"`
+	// Days is the window day by day (whole UTC days, the oldest first, today last): the
+	// /status chart.
+	Days []DayRow `json:"days"`
 }
+
+// DayRow is one UTC day of the report window.
+type DayRow struct {
+	Day time.Time `json:"day"`
+	// Clients counts the distinct legacy clients (name, version, protocol, principal: the
+	// rows of Clients) with a session open that day: a session counts on every day from its
+	// initialize to its last request.
+	Clients int `json:"clients"`
+	// Tasks counts the tasks legacy clients created that day.
+	Tasks int `json:"tasksCreated"`
+}
+
+// maxChartDays bounds the days of a report (a report_window of years would otherwise
+// allocate a row per day for nothing readable).
+const maxChartDays = 400
 
 // ClientRow is one legacy client: sessions grouped by clientInfo name and version,
 // protocol version and principal.
@@ -62,9 +80,19 @@ func BuildReport(ctx context.Context, st store.Store, now time.Time, window time
 	if !sunset.IsZero() {
 		r.DaysLeft = metrics.DaysUntil(sunset, now)
 	}
-	sessions, err := st.ListSessions(ctx, r.Since)
+	// The chart's whole UTC days: as many as the window has (30 for 30 days), today last.
+	today := now.UTC().Truncate(24 * time.Hour)
+	n := min(max(int((window+24*time.Hour-1)/(24*time.Hour)), 1), maxChartDays)
+	firstDay := today.AddDate(0, 0, -(n - 1))
+	all, err := st.ListSessions(ctx, minTime(firstDay, r.Since))
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
+	}
+	var sessions []*store.Session
+	for _, se := range all {
+		if !se.LastSeenAt.Before(r.Since) {
+			sessions = append(sessions, se)
+		}
 	}
 	counts, err := st.CountTasksBySession(ctx, r.Since)
 	if err != nil {
@@ -113,7 +141,49 @@ func BuildReport(ctx context.Context, st store.Store, now time.Time, window time
 	for _, t := range active {
 		r.InFlight[string(t.Status)]++
 	}
+	byDay, err := st.CountTasksByDay(ctx, firstDay)
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	r.Days = dayRows(firstDay, today, all, byDay)
 	return r, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// dayRows is the report window day by day, from first through last (both UTC midnights).
+func dayRows(first, last time.Time, sessions []*store.Session, tasks []store.DayCount) []DayRow {
+	n := int(last.Sub(first)/(24*time.Hour)) + 1
+	if n < 1 {
+		return nil
+	}
+	rows := make([]DayRow, n)
+	clients := make([]map[[4]string]bool, n)
+	for i := range rows {
+		rows[i].Day = first.AddDate(0, 0, i)
+		clients[i] = map[[4]string]bool{}
+	}
+	index := func(t time.Time) int { return int(t.UTC().Truncate(24*time.Hour).Sub(first) / (24 * time.Hour)) }
+	for _, se := range sessions {
+		k := [4]string{clientField(se.ClientInfo, "name"), clientField(se.ClientInfo, "version"), se.ProtocolVersion, se.Principal}
+		for i := max(index(se.CreatedAt), 0); i <= min(index(se.LastSeenAt), n-1); i++ {
+			clients[i][k] = true
+		}
+	}
+	for i := range rows {
+		rows[i].Clients = len(clients[i])
+	}
+	for _, c := range tasks {
+		if i := index(c.Day); i >= 0 && i < n {
+			rows[i].Tasks += c.Count
+		}
+	}
+	return rows
 }
 
 // clientField reads clientInfo.name or .version; "(none)" when the client sent none.

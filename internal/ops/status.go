@@ -94,8 +94,23 @@ var funcs = template.FuncMap{
 		}
 		return plural(int(d/(24*time.Hour)), "day") + " ago"
 	},
-	"ts":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") },
-	"day": func(t time.Time) string { return t.UTC().Format(time.DateOnly) },
+	// ts is a time as the page shows it, in a <time> the CSS keeps on one line.
+	"ts": func(t time.Time) template.HTML {
+		return template.HTML(`<time datetime="` + t.UTC().Format(time.RFC3339) + `">` + t.UTC().Format("2006-01-02 15:04") + ` UTC</time>`) //nolint:gosec // formatted time only
+	},
+	// tsu is ts without the zone, for columns headed (UTC).
+	"tsu": func(t time.Time) template.HTML {
+		return template.HTML(`<time datetime="` + t.UTC().Format(time.RFC3339) + `">` + t.UTC().Format("2006-01-02 15:04") + `</time>`) //nolint:gosec // formatted time only
+	},
+	"today": func(r *Report) *DayRow {
+		if len(r.Days) == 0 {
+			return nil
+		}
+		return &r.Days[len(r.Days)-1]
+	},
+	"plural": plural,
+	"chart":  func(r *Report) template.HTML { return legacyChart(r.Days, r.Sunset) },
+	"day":    func(t time.Time) string { return t.UTC().Format(time.DateOnly) },
 	"modes": func(m map[string]int) string {
 		var parts []string
 		for _, k := range slices.Sorted(func(yield func(string) bool) {
@@ -144,6 +159,7 @@ var statusTmpl = template.Must(template.New("status").Funcs(funcs).Parse(`<!doct
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="refresh" content="60">
 <title>taskbridge status</title>
 <style>
   :root { --fg:#1d2329; --muted:#5b6670; --line:#d9dee3; --bg:#f6f8fa; --ok:#1a7f37; --warn:#9a6700; --bad:#cf222e; }
@@ -170,6 +186,13 @@ var statusTmpl = template.Must(template.New("status").Funcs(funcs).Parse(`<!doct
   .pill { display: inline-block; padding: 1px 8px; border-radius: 10px; font-size: 12px; border: 1px solid var(--line); }
   .pill.ok { color: var(--ok); border-color: var(--ok); } .pill.bad { color: var(--bad); border-color: var(--bad); }
   code { font-size: 13px; }
+  time, .nw { white-space: nowrap; }
+  #clients { font-size: 14px; }
+  #clients td { overflow-wrap: anywhere; }
+  #clients .client { font-weight: 600; }
+  .chart-box { margin: 0; padding: 14px 16px 8px; border: 1px solid var(--line); border-radius: 8px; max-width: 914px; }
+  .chart-box svg { display: block; width: 100%; max-width: 880px; height: auto; }
+  .chart-box figcaption { color: var(--muted); font-size: 13px; margin-top: 6px; }
 </style>
 </head>
 <body>
@@ -187,6 +210,14 @@ var statusTmpl = template.Must(template.New("status").Funcs(funcs).Parse(`<!doct
   {{else}}<p class="banner ok" id="sunset"><strong>{{.DaysLeft}} days</strong> until the sunset on {{day .Sunset}}.</p>{{end}}
 {{else}}<p class="banner ok" id="sunset">No sunset date is configured.</p>{{end}}{{end}}
 
+{{if .Report.Days}}
+<h2>Legacy use per day <span class="muted">(whole UTC days; all replicas sharing the store)</span></h2>
+<figure class="chart-box" id="chart">
+{{chart .Report}}
+<figcaption>{{with today .Report}}<strong>Today: {{plural .Clients "legacy client"}}, {{plural .Tasks "legacy task creation"}}.</strong>{{end}} A client counts on each day from its initialize to its last request; hover a point or a bar for its day. The page refreshes every minute; the numbers are in <a href="/status.json">/status.json</a> (<code>report.days</code>).</figcaption>
+</figure>
+{{end}}
+
 <h2>Tasks in flight <span class="muted">(all replicas sharing the store)</span></h2>
 <div class="cards" id="inflight">
   <div class="card"><div class="n">{{index .Report.InFlight "working"}}</div><div class="l">working</div></div>
@@ -198,11 +229,11 @@ var statusTmpl = template.Must(template.New("status").Funcs(funcs).Parse(`<!doct
 <h2>Legacy clients seen <span class="muted">(sessions since {{ts .Report.Since}})</span></h2>
 {{if .Report.Clients}}
 <table id="clients">
-  <thead><tr><th>Client</th><th>Version</th><th>Protocol</th><th>Principal</th><th>First seen</th><th>Last seen</th><th class="num">Sessions</th><th class="num">Tasks created</th><th>Task routes</th></tr></thead>
+  <thead><tr><th>Client <span class="muted">version</span></th><th>Protocol</th><th>Principal</th><th>First → last seen <span class="muted">(UTC)</span></th><th class="num">Sessions</th><th class="num">Tasks created</th><th>Task routes</th></tr></thead>
   <tbody>
   {{range .Report.Clients}}<tr>
-    <td>{{.Name}}</td><td>{{.Version}}</td><td>{{.ProtocolVersion}}</td><td>{{if .Principal}}{{.Principal}}{{else}}<span class="muted">no auth</span>{{end}}</td>
-    <td>{{ts .FirstSeen}}</td><td>{{ts .LastSeen}}<br><span class="muted">{{ago $.Report.Generated .LastSeen}}</span></td>
+    <td><span class="client">{{.Name}}</span> <span class="muted">{{.Version}}</span></td><td class="nw">{{.ProtocolVersion}}</td><td>{{if .Principal}}{{.Principal}}{{else}}<span class="muted">no auth</span>{{end}}</td>
+    <td>{{tsu .FirstSeen}} → {{tsu .LastSeen}}<br><span class="muted">{{ago $.Report.Generated .LastSeen}}</span></td>
     <td class="num">{{.Sessions}}</td><td class="num">{{.Tasks}}</td><td>{{if .ByMode}}{{modes .ByMode}}{{else}}<span class="muted">none</span>{{end}}</td>
   </tr>{{end}}
   </tbody>

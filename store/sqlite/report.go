@@ -65,6 +65,31 @@ func (s *Store) QueryTasks(ctx context.Context, q store.TaskQuery) ([]*store.Tas
 	return s.listTasks(ctx, "query tasks", query, append(args, limit)...)
 }
 
+// CountTasksByDay counts tasks created at or after since, per UTC day (created_at is
+// milliseconds since the epoch, so a day is created_at / 86400000).
+func (s *Store) CountTasksByDay(ctx context.Context, since time.Time) ([]store.DayCount, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT created_at / 86400000 AS day, COUNT(*) FROM tasks
+		WHERE created_at >= ? GROUP BY day ORDER BY day`, msOf(since))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: count tasks by day: %w", err)
+	}
+	defer rows.Close()
+	var out []store.DayCount
+	for rows.Next() {
+		var day int64
+		var c store.DayCount
+		if err := rows.Scan(&day, &c.Count); err != nil {
+			return nil, fmt.Errorf("sqlite: count tasks by day: %w", err)
+		}
+		c.Day = time.UnixMilli(day * 86400000).UTC()
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: count tasks by day: %w", err)
+	}
+	return out, nil
+}
+
 // CountTasksBySession counts tasks created at or after since, per session and mode.
 func (s *Store) CountTasksBySession(ctx context.Context, since time.Time) ([]store.SessionTaskCount, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT session_id, mode, COUNT(*) FROM tasks

@@ -111,3 +111,34 @@ func testCountTasksBySession(t *testing.T, s store.Store) {
 		t.Errorf("CountTasksBySession = %+v, want %+v", got, want)
 	}
 }
+
+// testCountTasksByDay: tasks created since, per UTC day, oldest first; a day boundary is
+// midnight UTC; empty days are absent.
+func testCountTasksByDay(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	day0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	for i, at := range []time.Time{
+		day0.Add(-time.Millisecond),               // the day before: before since, not counted
+		day0.Add(10 * time.Hour),                  // day 0
+		day0.Add(24*time.Hour - time.Millisecond), // day 0, last millisecond
+		day0.Add(24 * time.Hour),                  // day 1, first millisecond
+		day0.Add(3*24*time.Hour + time.Hour),      // day 3 (day 2 empty)
+		day0.Add(3*24*time.Hour + 2*time.Hour),
+		day0.Add(3*24*time.Hour + 3*time.Hour),
+	} {
+		tk := newTask(fmt.Sprintf("d%d", i), "principal:x")
+		tk.CreatedAt = at
+		must(t, s.CreateTask(ctx, tk), "CreateTask")
+	}
+	got, err := s.CountTasksByDay(ctx, day0)
+	must(t, err, "CountTasksByDay")
+	want := []store.DayCount{{Day: day0, Count: 2}, {Day: day0.Add(24 * time.Hour), Count: 1}, {Day: day0.Add(72 * time.Hour), Count: 3}}
+	if len(got) != len(want) {
+		t.Fatalf("CountTasksByDay = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if !got[i].Day.Equal(want[i].Day) || got[i].Count != want[i].Count || got[i].Day.Location() != time.UTC {
+			t.Errorf("CountTasksByDay[%d] = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}

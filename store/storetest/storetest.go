@@ -58,6 +58,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListSessions", testListSessions},
 		{"QueryTasks", testQueryTasks},
 		{"CountTasksBySession", testCountTasksBySession},
+		{"CountTasksByDay", testCountTasksByDay},
 		{"CountActive", testCountActive},
 		{"ReleaseIdempotencyKey", testReleaseIdempotencyKey},
 		{"PurgeExpired", testPurgeExpired},
