@@ -250,12 +250,12 @@ func (s *server) serve(ctx context.Context, ln, adminLn net.Listener, m *metrics
 		mux.Handle("GET /metrics", s.admin)
 		mux.Handle("GET /readyz", s.admin)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := s.httpServer(mux)
 	errc := make(chan error, 2)
 	go func() { errc <- serveHTTP(srv, ln, s.tls.mcp, s.log) }()
 	var adminSrv *http.Server
 	if adminLn != nil {
-		adminSrv = &http.Server{Handler: s.admin, ReadHeaderTimeout: 10 * time.Second}
+		adminSrv = s.httpServer(s.admin)
 		go func() { errc <- serveHTTP(adminSrv, adminLn, s.tls.admin, s.log) }()
 	}
 	wctx, stopWatch := context.WithCancel(context.Background())
@@ -312,6 +312,16 @@ func (s *server) serve(ctx context.Context, ln, adminLn net.Listener, m *metrics
 	}
 	s.shutdown(srv, adminSrv, 10*time.Second)
 	return nil
+}
+
+// httpServer is an http.Server for either listener with the configured connection bounds:
+// headers must arrive within read_header_timeout and fit in max_header_bytes (else 431),
+// and a keep-alive connection idle for idle_timeout is closed. ReadTimeout and
+// WriteTimeout stay unset on purpose: they bound a whole request, which would cut off long
+// SSE streams and WebSocket sessions (a body's read deadline belongs to each request).
+func (s *server) httpServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		IdleTimeout: s.cfg.IdleTimeout, MaxHeaderBytes: s.cfg.MaxHeaderBytes}
 }
 
 // shutdown closes the bridge (its streams and pollers) and both listeners.

@@ -96,6 +96,13 @@ type Config struct {
 	OAuthAuthorizationServers []string `key:"oauth_authorization_servers" help:"with auth.jwt: issuer URLs of the authorization servers named in the protected-resource metadata (default: auth.jwt.issuer)"`
 	OAuthScopes               []string `key:"oauth_scopes" help:"with auth.jwt: scopes listed in the protected-resource metadata and in the 401 challenge"`
 
+	// Memory and connection bounds (docs/security.md).
+	ReadHeaderTimeout   time.Duration `key:"read_header_timeout" help:"longest a client may take to send a request's headers (both listeners)"`
+	IdleTimeout         time.Duration `key:"idle_timeout" help:"keep-alive connections idle this long are closed (both listeners)"`
+	MaxHeaderBytes      int           `key:"max_header_bytes" help:"largest request header block accepted, bytes; a larger one gets HTTP 431"`
+	MaxReplayBytes      int64         `key:"max_replay_bytes" help:"total bytes of SSE events kept for resumption in this process; beyond it the oldest resumable streams are dropped"`
+	MaxSessionInfoBytes int           `key:"max_session_info_bytes" help:"largest clientInfo or capabilities stored per session, bytes: a larger clientInfo is kept as name, version and title; larger capabilities refuse initialize"`
+
 	// Sources maps each key to where its value came from: "default", "FILE:LINE",
 	// "env NAME" or "flag --NAME".
 	Sources map[string]string `key:"-"`
@@ -130,6 +137,13 @@ func Default() *Config {
 		PurgeInterval:     time.Minute,
 		HostWorkers:       8,
 		Sources:           map[string]string{},
+
+		// Memory and connection bounds.
+		ReadHeaderTimeout:   10 * time.Second,
+		IdleTimeout:         60 * time.Second,
+		MaxHeaderBytes:      64 << 10,
+		MaxReplayBytes:      64 << 20,
+		MaxSessionInfoBytes: 8 << 10,
 	}
 }
 
@@ -563,6 +577,7 @@ func (c *Config) Validate(needUpstream bool) error {
 			bad(k, "must be positive, got %d", positive[k])
 		}
 	}
+	c.validateBounds(bad)
 	if c.PollFloorMs > c.PollCeilMs && c.PollCeilMs > 0 {
 		bad("poll_floor_ms", "must not exceed poll_ceil_ms (%d), got %d", c.PollCeilMs, c.PollFloorMs)
 	}
@@ -587,6 +602,26 @@ func (c *Config) Validate(needUpstream bool) error {
 	c.validateTLS(bad)
 	c.validateOAuth(bad)
 	return errors.Join(errs...)
+}
+
+// validateBounds checks the memory and connection bounds: each must be positive (a zero
+// would mean "unbounded" to net/http).
+func (c *Config) validateBounds(bad func(key, format string, args ...any)) {
+	for _, b := range []struct {
+		key string
+		n   int64
+	}{{"read_header_timeout", int64(c.ReadHeaderTimeout)}, {"idle_timeout", int64(c.IdleTimeout)},
+		{"max_header_bytes", int64(c.MaxHeaderBytes)}, {"max_replay_bytes", c.MaxReplayBytes},
+		{"max_session_info_bytes", int64(c.MaxSessionInfoBytes)}} {
+		if b.n > 0 {
+			continue
+		}
+		if strings.HasSuffix(b.key, "_timeout") {
+			bad(b.key, "must be a positive duration, got %s", time.Duration(b.n))
+		} else {
+			bad(b.key, "must be positive, got %d", b.n)
+		}
+	}
 }
 
 // source returns where key's value came from.

@@ -44,7 +44,8 @@ type Options struct {
 	ReportWindow time.Duration
 }
 
-// Handler returns the admin mux.
+// Handler returns the admin mux. Its POST endpoints refuse requests a web page could
+// send (cross-origin, cross-site, form-encoded): see browserGuard.
 func Handler(o Options) http.Handler {
 	if o.Now == nil {
 		o.Now = time.Now
@@ -69,7 +70,7 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-	return mux
+	return browserGuard(mux) // guard.go: no POST from a web page
 }
 
 type server struct{ o Options }
