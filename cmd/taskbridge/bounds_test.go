@@ -162,4 +162,3 @@ func roundTrip(t *testing.T, c net.Conn, br *bufio.Reader, base, pad string) int
 	resp.Body.Close()
 	return resp.StatusCode
 }
-
