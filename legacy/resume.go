@@ -26,7 +26,8 @@ import (
 // events after n of that stream only, then the stream continues live.
 //
 // The events of each stream are kept in a bounded replay buffer in the process that holds
-// the stream (replayMaxEvents, replayMaxBytes); a resume must reach that process.
+// the stream (replayMaxEvents, replayMaxBytes; all streams together Options.MaxReplayBytes,
+// see replays.go); a resume must reach that process.
 
 const (
 	// DefaultResumeWindow is how long a stream whose client went away waits for a resume
@@ -97,160 +98,6 @@ func primingEvent(streamID string) []byte {
 	return append(appendID(nil, streamID, 0), "data: \n\n"...)
 }
 
-// ---- replay buffer ----------------------------------------------------------------
-
-type ringEvent struct {
-	seq   uint64
-	frame []byte
-}
-
-// ring holds the most recent events of one stream, in seq order.
-type ring struct {
-	evs   []ringEvent
-	bytes int
-}
-
-// push appends an event and drops the oldest beyond the bounds; dropped reports whether
-// any event was dropped.
-func (r *ring) push(seq uint64, frame []byte) (dropped bool) {
-	r.evs = append(r.evs, ringEvent{seq, frame})
-	r.bytes += len(frame)
-	for len(r.evs) > 1 && (len(r.evs) > replayMaxEvents || r.bytes > replayMaxBytes) {
-		r.bytes -= len(r.evs[0].frame)
-		r.evs[0] = ringEvent{}
-		r.evs = r.evs[1:]
-		dropped = true
-	}
-	return dropped
-}
-
-// after returns the frames of the events after n, last being the newest seq issued;
-// complete is false when some of them were dropped (or n is beyond last).
-func (r *ring) after(n, last uint64) (frames [][]byte, complete bool) {
-	if n > last {
-		return nil, false
-	}
-	if n == last {
-		return nil, true
-	}
-	if len(r.evs) == 0 || r.evs[0].seq > n+1 {
-		complete = false
-	} else {
-		complete = true
-	}
-	for _, ev := range r.evs {
-		if ev.seq > n {
-			frames = append(frames, ev.frame)
-		}
-	}
-	return frames, complete
-}
-
-// ack forgets the events up to n: the client's Last-Event-ID says it has them.
-func (r *ring) ack(n uint64) {
-	i := 0
-	for i < len(r.evs) && r.evs[i].seq <= n {
-		r.bytes -= len(r.evs[i].frame)
-		i++
-	}
-	r.evs = append(r.evs[:0:0], r.evs[i:]...)
-}
-
-// ---- registry -----------------------------------------------------------------------
-
-// replayEntry is one resumable stream of this process. idleSince is zero while a client
-// is connected to it or, for a POST stream, while its handler still runs with no client.
-type replayEntry struct {
-	sessionID string
-	post      *resumableStream
-	log       *eventLog
-	idleSince time.Time
-}
-
-// replays is the process's registry of resumable streams, by stream id. Its lock is
-// taken after a stream's own lock, never before.
-type replays struct {
-	mu sync.Mutex
-	m  map[string]*replayEntry
-}
-
-func newReplays() *replays { return &replays{m: map[string]*replayEntry{}} }
-
-func (rp *replays) add(id string, e *replayEntry) {
-	rp.mu.Lock()
-	defer rp.mu.Unlock()
-	rp.m[id] = e
-	if len(rp.m) <= maxReplayStreams {
-		return
-	}
-	var victim string
-	var oldest time.Time
-	for k, v := range rp.m {
-		if !v.idleSince.IsZero() && (victim == "" || v.idleSince.Before(oldest)) {
-			victim, oldest = k, v.idleSince
-		}
-	}
-	if victim != "" {
-		delete(rp.m, victim)
-	}
-}
-
-func (rp *replays) get(id, sessionID string) *replayEntry {
-	rp.mu.Lock()
-	defer rp.mu.Unlock()
-	e := rp.m[id]
-	if e == nil || e.sessionID != sessionID {
-		return nil
-	}
-	c := *e
-	return &c
-}
-
-// setIdle marks the stream idle (evictable) since at, or live with a zero at.
-func (rp *replays) setIdle(id string, at time.Time) {
-	rp.mu.Lock()
-	defer rp.mu.Unlock()
-	if e := rp.m[id]; e != nil {
-		e.idleSince = at
-	}
-}
-
-// remove forgets id if it still names the stream owning it (post or log).
-func (rp *replays) remove(id string, post *resumableStream, log *eventLog) {
-	rp.mu.Lock()
-	defer rp.mu.Unlock()
-	if e := rp.m[id]; e != nil && e.post == post && e.log == log {
-		delete(rp.m, id)
-	}
-}
-
-// take removes and returns the entries of one session ("" for all).
-func (rp *replays) take(sessionID string) []*replayEntry {
-	rp.mu.Lock()
-	defer rp.mu.Unlock()
-	var out []*replayEntry
-	for k, e := range rp.m {
-		if sessionID == "" || e.sessionID == sessionID {
-			out = append(out, e)
-			delete(rp.m, k)
-		}
-	}
-	return out
-}
-
-// dropReplays forgets the resumable streams of a session (or all with ""), cancelling the
-// handlers of POST streams that wait for a client to come back: none can any more.
-func (s *Server) dropReplays(sessionID string) {
-	for _, e := range s.replays.take(sessionID) {
-		if e.post != nil {
-			e.post.orphaned()
-		}
-		if e.log != nil {
-			e.log.forget()
-		}
-	}
-}
-
 func (s *Server) isClosed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -305,8 +152,54 @@ type resumableStream struct {
 	done   bool // the response was appended (or the handler returned without one)
 	lost   bool // cannot be resumed any more; the handler's ctx is cancelled
 	orphan bool // its session ended or the Server is closing: no resume will come
-	timer  *time.Timer
-	gen    uint64 // invalidates a pending timer
+	// unreplayable: the process's replay budget dropped the stream (replays.go); its
+	// events are no longer kept, and it ends when its client leaves.
+	unreplayable bool
+	evictions    []*replayEntry // evicted by the registry while mu was held; see unlock
+	timer        *time.Timer
+	gen          uint64 // invalidates a pending timer
+}
+
+// unlock releases mu, then drops the streams the registry evicted meanwhile (their locks
+// may not be taken under this one).
+func (rs *resumableStream) unlock() {
+	ev := rs.evictions
+	rs.evictions = nil
+	rs.mu.Unlock()
+	dropEntries(ev)
+}
+
+// pushLocked keeps an event for replay and accounts it to the process budget; dropped
+// reports whether the stream's own bounds dropped an older event.
+func (rs *resumableStream) pushLocked(frame []byte) (dropped bool) {
+	if rs.unreplayable {
+		return false
+	}
+	before := rs.ring.bytes
+	dropped = rs.ring.push(rs.seq, frame)
+	rs.evictions = append(rs.evictions, rs.s.replays.grow(rs.id, rs, nil, rs.ring.bytes-before)...)
+	return dropped
+}
+
+// evicted runs when the process's replay budget dropped this stream: its buffer goes, a
+// resume gets 410. An ended stream or one whose client is away is given up now (the
+// handler's ctx ends, as when its own buffer overflows); a connected one carries on live.
+func (rs *resumableStream) evicted() {
+	rs.mu.Lock()
+	defer rs.unlock()
+	if rs.lost || rs.unreplayable {
+		return
+	}
+	rs.unreplayable = true
+	rs.ring = ring{}
+	switch {
+	case rs.done:
+		rs.lost = true
+		rs.disarmLocked()
+	case rs.conn == nil:
+		rs.s.log.Info().Str("session", rs.sessionID).Str("stream", rs.id).Msg("legacy: replay budget full; giving up a stream whose client is away")
+		rs.loseLocked()
+	}
 }
 
 func (s *Server) newResumableStream(sessionID string, acc accepts, cancel context.CancelFunc, c *sseConn) *resumableStream {
@@ -373,13 +266,13 @@ func (rs *resumableStream) Send(msg *jsonrpc.Message) error {
 		return err
 	}
 	rs.mu.Lock()
-	defer rs.mu.Unlock()
+	defer rs.unlock()
 	if err := rs.openLocked(); err != nil {
 		return err
 	}
 	rs.seq++
 	frame := appendEventWithID(nil, rs.id, rs.seq, b)
-	if rs.ring.push(rs.seq, frame) && rs.conn == nil {
+	if rs.pushLocked(frame) && rs.conn == nil {
 		// An event the client never saw was dropped: the stream cannot be replayed
 		// exactly any more. The bridge's fallback is a new tasks/result.
 		rs.loseLocked()
@@ -392,7 +285,7 @@ func (rs *resumableStream) Send(msg *jsonrpc.Message) error {
 // KeepAlive implements Stream; with no client connected it does nothing.
 func (rs *resumableStream) KeepAlive() error {
 	rs.mu.Lock()
-	defer rs.mu.Unlock()
+	defer rs.unlock()
 	if err := rs.openLocked(); err != nil {
 		return err
 	}
@@ -423,7 +316,7 @@ func (rs *resumableStream) startSSELocked() {
 	rs.sse = true
 	sseHeaders(rs.conn.w.Header())
 	rs.conn.w.WriteHeader(http.StatusOK)
-	rs.s.replays.add(rs.id, &replayEntry{sessionID: rs.sessionID, post: rs})
+	rs.evictions = append(rs.evictions, rs.s.replays.add(rs.id, &replayEntry{sessionID: rs.sessionID, post: rs})...)
 	rs.writeLocked(primingEvent(rs.id))
 }
 
@@ -448,7 +341,7 @@ func (rs *resumableStream) detachLocked(c *sseConn) {
 	if rs.done || rs.lost {
 		return
 	}
-	if rs.orphan || rs.s.isClosed() {
+	if rs.orphan || rs.unreplayable || rs.s.isClosed() {
 		rs.loseLocked()
 		return
 	}
@@ -525,7 +418,7 @@ func (rs *resumableStream) orphaned() {
 // is already a stream (or the client accepts only SSE), else as one JSON object.
 func (rs *resumableStream) finish(resp []byte) {
 	rs.mu.Lock()
-	defer rs.mu.Unlock()
+	defer rs.unlock()
 	if rs.done {
 		return
 	}
@@ -551,11 +444,14 @@ func (rs *resumableStream) finish(resp []byte) {
 	}
 	rs.seq++
 	frame := appendEventWithID(nil, rs.id, rs.seq, resp)
-	rs.ring.push(rs.seq, frame)
+	rs.pushLocked(frame)
 	rs.writeLocked(frame)
 	if c := rs.conn; c != nil {
 		rs.conn = nil
 		c.release()
+	}
+	if rs.unreplayable {
+		return // dropped by the budget: nothing to keep
 	}
 	// Kept for the window, so a client that lost the end of the stream can still get it.
 	if rs.s.isClosed() {
@@ -597,8 +493,8 @@ const (
 // older connection still attached is let go (the client has evidently left it).
 func (rs *resumableStream) resume(c *sseConn, n uint64) resumeResult {
 	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	if rs.lost || !rs.sse {
+	defer rs.unlock()
+	if rs.lost || !rs.sse || rs.unreplayable {
 		return resumeGone
 	}
 	frames, complete := rs.ring.after(n, rs.seq)
@@ -618,7 +514,9 @@ func (rs *resumableStream) resume(c *sseConn, n uint64) resumeResult {
 	for _, f := range frames {
 		buf.Write(f)
 	}
+	before := rs.ring.bytes
 	rs.ring.ack(n)
+	rs.evictions = append(rs.evictions, rs.s.replays.grow(rs.id, rs, nil, rs.ring.bytes-before)...)
 	if rs.done {
 		_ = c.write(buf.Bytes())
 		return resumeEnded
@@ -717,6 +615,21 @@ type eventLog struct {
 	cur   *getStream // the connection events go to; nil while the client is away
 	timer *time.Timer
 	gone  bool // forgotten by the registry: a resume starts a fresh stream instead
+
+	evictions []*replayEntry // evicted by the registry while mu was held; see unlock
+}
+
+// unlock releases mu, then drops the streams the registry evicted meanwhile.
+func (lg *eventLog) unlock() {
+	ev := lg.evictions
+	lg.evictions = nil
+	lg.mu.Unlock()
+	dropEntries(ev)
+}
+
+// accountLocked reports the ring's change since before to the process budget.
+func (lg *eventLog) accountLocked(before int) {
+	lg.evictions = append(lg.evictions, lg.s.replays.grow(lg.id, nil, lg, lg.ring.bytes-before)...)
 }
 
 // openGetStream builds the session's new GET stream and the bytes to write first: the
@@ -737,7 +650,7 @@ func (s *Server) openGetStream(sess *store.Session, lastEventID string) (*getStr
 	}
 	lg := &eventLog{s: s, id: newStreamID(kindGet), sessionID: sess.ID, cur: g}
 	g.log = lg
-	s.replays.add(lg.id, &replayEntry{sessionID: sess.ID, log: lg})
+	dropEntries(s.replays.add(lg.id, &replayEntry{sessionID: sess.ID, log: lg}))
 	return g, primingEvent(lg.id)
 }
 
@@ -746,7 +659,7 @@ func (s *Server) openGetStream(sess *store.Session, lastEventID string) (*getStr
 // messages are advisory, so whatever is still buffered after n is replayed.
 func (lg *eventLog) resume(g *getStream, n uint64) ([]byte, bool) {
 	lg.mu.Lock()
-	defer lg.mu.Unlock()
+	defer lg.unlock()
 	if n > lg.seq || lg.gone {
 		return nil, false
 	}
@@ -759,7 +672,9 @@ func (lg *eventLog) resume(g *getStream, n uint64) ([]byte, bool) {
 	for _, f := range frames {
 		first = append(first, f...)
 	}
+	before := lg.ring.bytes
 	lg.ring.ack(n)
+	lg.accountLocked(before)
 	g.log = lg
 	lg.cur = g
 	lg.s.replays.setIdle(lg.id, time.Time{})
@@ -770,7 +685,7 @@ func (lg *eventLog) resume(g *getStream, n uint64) ([]byte, bool) {
 // connection any more, is stopping, or its buffer is full (then no id is used up).
 func (lg *eventLog) offer(g *getStream, data []byte) bool {
 	lg.mu.Lock()
-	defer lg.mu.Unlock()
+	defer lg.unlock()
 	if lg.cur != g {
 		return false
 	}
@@ -783,7 +698,11 @@ func (lg *eventLog) offer(g *getStream, data []byte) bool {
 	select {
 	case g.ch <- frame:
 		lg.seq++
-		lg.ring.push(lg.seq, frame)
+		if !lg.gone { // a log the budget dropped streams live only
+			before := lg.ring.bytes
+			lg.ring.push(lg.seq, frame)
+			lg.accountLocked(before)
+		}
 		return true
 	default:
 		return false
@@ -798,6 +717,9 @@ func (lg *eventLog) detach(g *getStream) {
 		return
 	}
 	lg.cur = nil
+	if lg.gone {
+		return // dropped by the registry: nothing to resume
+	}
 	if lg.s.isClosed() {
 		lg.gone = true
 		lg.s.replays.remove(lg.id, nil, lg)
@@ -819,11 +741,13 @@ func (lg *eventLog) detach(g *getStream) {
 	lg.timer = t
 }
 
-// forget marks the log forgotten by the registry and stops its timer.
+// forget marks the log forgotten by the registry (taken with its session, or evicted by
+// the budget), stops its timer and lets go of its buffer; a live connection carries on.
 func (lg *eventLog) forget() {
 	lg.mu.Lock()
 	defer lg.mu.Unlock()
 	lg.gone = true
+	lg.ring = ring{}
 	if lg.timer != nil {
 		lg.timer.Stop()
 		lg.timer = nil

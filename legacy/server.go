@@ -83,6 +83,14 @@ type Options struct {
 	// without a client. Default DefaultResumeWindow; negative disables event ids and
 	// resumption (a disconnect then cancels the handler at once).
 	ResumeWindow time.Duration
+	// MaxReplayBytes bounds the events all of this Server's resumable streams keep for
+	// replay together (default DefaultMaxReplayBytes); beyond it the oldest streams stop
+	// being resumable (replays.go).
+	MaxReplayBytes int64
+	// MaxSessionInfoBytes bounds the clientInfo and capabilities stored with a session
+	// (default DefaultMaxSessionInfoBytes): a larger clientInfo is kept as its name,
+	// version and title; larger capabilities refuse initialize with -32602 (session.go).
+	MaxSessionInfoBytes int
 	// Authenticate, when set, identifies the caller of every HTTP request. An error is
 	// answered 401 with a JSON-RPC error (the reason is not sent). A session is bound to the
 	// principal that opened it: a request carrying its id under another principal gets the
@@ -144,6 +152,7 @@ type Server struct {
 	conns    map[string]*conn      // session id → its stdio/WebSocket connection (stdio.go); nil until the first
 
 	sessions *sessions // read-through cache of session records
+	maxInfo  int       // Options.MaxSessionInfoBytes (session.go)
 
 	resumeWindow time.Duration // Options.ResumeWindow; <= 0: streams carry no event ids
 	replays      *replays      // this process's resumable SSE streams (resume.go)
@@ -172,7 +181,8 @@ func NewServer(o Options) *Server {
 		streams:   make(map[string]*getStream),
 		touched:   make(map[string]time.Time),
 		sessions:  newSessions(o.Store),
-		replays:   newReplays(),
+		replays:   newReplays(o.MaxReplayBytes),
+		maxInfo:   o.MaxSessionInfoBytes,
 	}
 	switch s.resumeWindow = o.ResumeWindow; {
 	case s.resumeWindow == 0:
@@ -351,10 +361,14 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, msg *jsonrpc
 	}
 	ctx, cancel := s.handlerContext(r)
 	defer cancel()
-	sess := newSession(msg.Params, s.now())
-	sess.Principal = PrincipalFrom(r.Context())
 	p := newPostStream(w, acc)
 	defer p.close()
+	sess, err := s.newSession(msg.Params)
+	if err != nil {
+		p.finish(s.encodeResponse(msg.ID, nil, err))
+		return
+	}
+	sess.Principal = PrincipalFrom(r.Context())
 	res, err := s.h.Initialize(ctx, sess, msg.Params)
 	if err != nil {
 		p.finish(s.encodeResponse(msg.ID, nil, err))

@@ -1,6 +1,7 @@
 package legacy
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 
@@ -73,9 +75,18 @@ func negotiateVersion(clientVersion string) string {
 	return ProtocolVersion
 }
 
+// DefaultMaxSessionInfoBytes is the default of Options.MaxSessionInfoBytes: real clients
+// send a clientInfo and capabilities of a few hundred bytes.
+const DefaultMaxSessionInfoBytes = 8 << 10
+
+// clientInfoFieldMax is how many bytes of name, version and title an over-size clientInfo
+// keeps (the report, the metrics and the upstream envelope use no other member).
+const clientInfoFieldMax = 256
+
 // newSession builds the record for an initialize request. Params stay raw: clientInfo and
-// capabilities are kept byte for byte.
-func newSession(params json.RawMessage, now time.Time) *store.Session {
+// capabilities are kept byte for byte, within the face's size bound (sessionInfo).
+func (srv *Server) newSession(params json.RawMessage) (*store.Session, error) {
+	now := srv.now()
 	s := &store.Session{
 		ID:         newSessionID(),
 		CreatedAt:  now,
@@ -87,13 +98,72 @@ func newSession(params json.RawMessage, now time.Time) *store.Session {
 	} else {
 		s.ProtocolVersion = ProtocolVersion
 	}
-	if r := gjson.GetBytes(params, "clientInfo"); r.IsObject() {
-		s.ClientInfo = json.RawMessage(r.Raw)
+	info, caps, err := srv.sessionInfo(params)
+	if err != nil {
+		return nil, err
+	}
+	s.ClientInfo, s.ClientCapabilities = info, caps
+	return s, nil
+}
+
+// sessionInfo returns the clientInfo and capabilities to store, bounded so that sessions
+// (kept for the report window, cached in memory) cost a known amount each: a clientInfo
+// over the bound keeps only its name, version and title (each cut to clientInfoFieldMax
+// bytes), which is all the bridge uses; capabilities over it refuse the initialize with
+// -32602, since cutting them would change what the client can do.
+func (srv *Server) sessionInfo(params json.RawMessage) (info, caps json.RawMessage, err error) {
+	limit := srv.maxInfo
+	if limit <= 0 {
+		limit = DefaultMaxSessionInfoBytes
 	}
 	if r := gjson.GetBytes(params, "capabilities"); r.IsObject() {
-		s.ClientCapabilities = json.RawMessage(r.Raw)
+		if len(r.Raw) > limit {
+			return nil, nil, jsonrpc.ErrInvalidParams.Wrapf("initialize: params.capabilities is %d bytes; this bridge accepts at most %d (max_session_info_bytes)", len(r.Raw), limit)
+		}
+		caps = json.RawMessage(r.Raw)
 	}
-	return s
+	if r := gjson.GetBytes(params, "clientInfo"); r.IsObject() {
+		info = json.RawMessage(r.Raw)
+		if len(r.Raw) > limit {
+			srv.log.Warn().Int("bytes", len(r.Raw)).Int("limit", limit).Msg("legacy: clientInfo over max_session_info_bytes; keeping its name, version and title only")
+			info = reducedClientInfo(r)
+		}
+	}
+	return info, caps, nil
+}
+
+// reducedClientInfo keeps the string members name, version and title of an Implementation,
+// each cut to clientInfoFieldMax bytes at a character boundary.
+func reducedClientInfo(r gjson.Result) json.RawMessage {
+	var small struct {
+		Name    string `json:"name,omitempty"`
+		Version string `json:"version,omitempty"`
+		Title   string `json:"title,omitempty"`
+	}
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"name", &small.Name}, {"version", &small.Version}, {"title", &small.Title}} {
+		if v := r.Get(f.key); v.Type == gjson.String {
+			*f.dst = cutUTF8(v.Str, clientInfoFieldMax)
+		}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(small) // strings only: cannot fail
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// cutUTF8 returns at most n bytes of s, not splitting a UTF-8 sequence.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // checkVersionHeader validates MCP-Protocol-Version on a non-initialize request.

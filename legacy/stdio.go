@@ -311,7 +311,11 @@ func (c *conn) respond(id jsonrpc.ID, res []byte, err error) {
 // reply; then the conn is registered so Server.Push reaches it.
 func (c *conn) initialize(ctx context.Context, msg *jsonrpc.Message) {
 	s := c.s
-	sess := newSession(msg.Params, s.now())
+	sess, err := s.newSession(msg.Params)
+	if err != nil {
+		c.respond(msg.ID, nil, err)
+		return
+	}
 	res, err := s.h.Initialize(ctx, sess, msg.Params)
 	if err != nil {
 		c.respond(msg.ID, nil, err)
