@@ -141,7 +141,15 @@ func (m *memStore) CountTasksByDay(context.Context, time.Time) ([]store.DayCount
 func (m *memStore) CountTasksBySession(context.Context, time.Time) ([]store.SessionTaskCount, error) {
 	return nil, errUnused
 }
-func (m *memStore) PutInputs(context.Context, []store.Input) error { return errUnused }
+func (m *memStore) SummarizeClients(context.Context, time.Time) ([]store.ClientSummary, error) {
+	return nil, errUnused
+}
+func (m *memStore) SummarizeClientDays(context.Context, time.Time) ([]store.ClientDays, error) {
+	return nil, errUnused
+}
+func (m *memStore) CountTasksSince(context.Context, time.Time) (int, error) { return 0, errUnused }
+func (m *memStore) PurgeSessions(context.Context, time.Time) (int, error)   { return 0, errUnused }
+func (m *memStore) PutInputs(context.Context, []store.Input) error          { return errUnused }
 func (m *memStore) ListInputs(context.Context, string) ([]store.Input, error) {
 	return nil, errUnused
 }

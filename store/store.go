@@ -157,6 +157,31 @@ type DayCount struct {
 	Count int
 }
 
+// ClientSummary is one row of SummarizeClients: the legacy sessions seen in the report
+// window that share a clientInfo name and version, a protocol version and a principal.
+type ClientSummary struct {
+	// Name and Version are clientInfo.name and .version when they are strings, else ""
+	// (for a duplicated member, the first one counts, as gjson reads it).
+	Name, Version   string
+	ProtocolVersion string
+	Principal       string
+	FirstSeen       time.Time // earliest CreatedAt
+	LastSeen        time.Time // latest LastSeenAt
+	Sessions        int
+	// Tasks counts the tasks these sessions created in the window, by mode (only the
+	// modes that occur).
+	Tasks map[Mode]int
+}
+
+// ClientDays is one row of SummarizeClientDays: a client (as in ClientSummary) had a
+// session opened on the UTC day First and last seen on the UTC day Last (UTC midnights).
+type ClientDays struct {
+	Name, Version   string
+	ProtocolVersion string
+	Principal       string
+	First, Last     time.Time
+}
+
 // Store is the durable record keeper. See the package comment for the concurrency contract.
 type Store interface {
 	CreateSession(ctx context.Context, s *Session) error
@@ -222,6 +247,21 @@ type Store interface {
 	// CountTasksByDay counts the tasks created at or after since per UTC day, oldest day
 	// first; days without a task are absent (the /status chart of creations per day).
 	CountTasksByDay(ctx context.Context, since time.Time) ([]DayCount, error)
+	// SummarizeClients aggregates, in the database, the sessions last seen at or after
+	// since by (clientInfo name, version, protocol version, principal), with the tasks
+	// they created at or after since; rows in no particular order. The migration report
+	// uses it so that it never loads the sessions themselves.
+	SummarizeClients(ctx context.Context, since time.Time) ([]ClientSummary, error)
+	// SummarizeClientDays returns, without duplicates and in no particular order, the
+	// (client, first day, last day) of the sessions last seen at or after since: the
+	// /status chart's clients per day, as few rows as there are distinct spans.
+	SummarizeClientDays(ctx context.Context, since time.Time) ([]ClientDays, error)
+	// CountTasksSince counts the tasks of any owner created at or after since.
+	CountTasksSince(ctx context.Context, since time.Time) (int, error)
+	// PurgeSessions deletes the sessions, closed or not, last seen before before (idle
+	// since then: outside the report window) and reports how many it deleted. Their tasks
+	// are not touched (PurgeExpired applies the tasks' own retention).
+	PurgeSessions(ctx context.Context, before time.Time) (int, error)
 
 	// Ping checks the store is reachable.
 	Ping(ctx context.Context) error

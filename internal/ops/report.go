@@ -3,12 +3,9 @@ package ops
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
-
-	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/internal/metrics"
 	"github.com/taskbridge/taskbridge/store"
@@ -72,8 +69,8 @@ func (r *Report) InFlightTotal() int {
 	return n
 }
 
-// BuildReport reads the store: sessions seen within window before now, their tasks, and
-// every non-terminal task.
+// BuildReport reads the store: the sessions seen within window before now and their tasks,
+// aggregated by the store, and every non-terminal task.
 func BuildReport(ctx context.Context, st store.Store, now time.Time, window time.Duration, sunset time.Time) (*Report, error) {
 	r := &Report{Generated: now.UTC(), Window: humanWindow(window), Since: now.Add(-window).UTC(), Sunset: sunset,
 		InFlight: map[string]int{string(store.StatusWorking): 0, string(store.StatusInputRequired): 0}}
@@ -84,55 +81,27 @@ func BuildReport(ctx context.Context, st store.Store, now time.Time, window time
 	today := now.UTC().Truncate(24 * time.Hour)
 	n := min(max(int((window+24*time.Hour-1)/(24*time.Hour)), 1), maxChartDays)
 	firstDay := today.AddDate(0, 0, -(n - 1))
-	all, err := st.ListSessions(ctx, minTime(firstDay, r.Since))
+	// Aggregated in the store: the sessions themselves (one per client process, for the
+	// whole window) are never loaded.
+	sums, err := st.SummarizeClients(ctx, r.Since)
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
-	var sessions []*store.Session
-	for _, se := range all {
-		if !se.LastSeenAt.Before(r.Since) {
-			sessions = append(sessions, se)
-		}
-	}
-	counts, err := st.CountTasksBySession(ctx, r.Since)
-	if err != nil {
+	if r.TasksCreated, err = st.CountTasksSince(ctx, r.Since); err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
-	bySession := map[string]map[string]int{}
-	for _, c := range counts {
-		if bySession[c.SessionID] == nil {
-			bySession[c.SessionID] = map[string]int{}
-		}
-		bySession[c.SessionID][string(c.Mode)] += c.Count
-		r.TasksCreated += c.Count
-	}
-	type key struct{ name, version, proto, principal string }
-	rows := map[key]*ClientRow{}
-	for _, se := range sessions {
-		k := key{clientField(se.ClientInfo, "name"), clientField(se.ClientInfo, "version"), se.ProtocolVersion, se.Principal}
-		row := rows[k]
-		if row == nil {
-			row = &ClientRow{Name: k.name, Version: k.version, ProtocolVersion: k.proto, Principal: k.principal,
-				FirstSeen: se.CreatedAt, LastSeen: se.LastSeenAt, ByMode: map[string]int{}}
-			rows[k] = row
-		}
-		row.Sessions++
-		if se.CreatedAt.Before(row.FirstSeen) {
-			row.FirstSeen = se.CreatedAt
-		}
-		if se.LastSeenAt.After(row.LastSeen) {
-			row.LastSeen = se.LastSeenAt
-		}
-		for mode, n := range bySession[se.ID] {
-			row.ByMode[mode] += n
+	for _, c := range sums {
+		row := ClientRow{Name: orNone(c.Name), Version: orNone(c.Version), ProtocolVersion: c.ProtocolVersion,
+			Principal: c.Principal, FirstSeen: c.FirstSeen, LastSeen: c.LastSeen, Sessions: c.Sessions, ByMode: map[string]int{}}
+		for mode, n := range c.Tasks {
+			row.ByMode[string(mode)] += n
 			row.Tasks += n
 		}
-	}
-	for _, row := range rows {
-		r.Clients = append(r.Clients, *row)
+		r.Clients = append(r.Clients, row)
 	}
 	slices.SortFunc(r.Clients, func(a, b ClientRow) int {
-		return cmp.Or(b.LastSeen.Compare(a.LastSeen), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Version, b.Version), cmp.Compare(a.Principal, b.Principal))
+		return cmp.Or(b.LastSeen.Compare(a.LastSeen), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Version, b.Version),
+			cmp.Compare(a.Principal, b.Principal), cmp.Compare(a.ProtocolVersion, b.ProtocolVersion))
 	})
 	active, err := st.ListActive(ctx)
 	if err != nil {
@@ -141,23 +110,20 @@ func BuildReport(ctx context.Context, st store.Store, now time.Time, window time
 	for _, t := range active {
 		r.InFlight[string(t.Status)]++
 	}
+	spans, err := st.SummarizeClientDays(ctx, firstDay) // a session last seen before counts on no day
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
 	byDay, err := st.CountTasksByDay(ctx, firstDay)
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
-	r.Days = dayRows(firstDay, today, all, byDay)
+	r.Days = dayRows(firstDay, today, spans, byDay)
 	return r, nil
 }
 
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
 // dayRows is the report window day by day, from first through last (both UTC midnights).
-func dayRows(first, last time.Time, sessions []*store.Session, tasks []store.DayCount) []DayRow {
+func dayRows(first, last time.Time, spans []store.ClientDays, tasks []store.DayCount) []DayRow {
 	n := int(last.Sub(first)/(24*time.Hour)) + 1
 	if n < 1 {
 		return nil
@@ -169,9 +135,9 @@ func dayRows(first, last time.Time, sessions []*store.Session, tasks []store.Day
 		clients[i] = map[[4]string]bool{}
 	}
 	index := func(t time.Time) int { return int(t.UTC().Truncate(24*time.Hour).Sub(first) / (24 * time.Hour)) }
-	for _, se := range sessions {
-		k := [4]string{clientField(se.ClientInfo, "name"), clientField(se.ClientInfo, "version"), se.ProtocolVersion, se.Principal}
-		for i := max(index(se.CreatedAt), 0); i <= min(index(se.LastSeenAt), n-1); i++ {
+	for _, sp := range spans {
+		k := [4]string{sp.Name, sp.Version, sp.ProtocolVersion, sp.Principal}
+		for i := max(index(sp.First), 0); i <= min(index(sp.Last), n-1); i++ {
 			clients[i][k] = true
 		}
 	}
@@ -186,12 +152,13 @@ func dayRows(first, last time.Time, sessions []*store.Session, tasks []store.Day
 	return rows
 }
 
-// clientField reads clientInfo.name or .version; "(none)" when the client sent none.
-func clientField(info json.RawMessage, f string) string {
-	if v := gjson.GetBytes(info, f); v.Type == gjson.String && v.Str != "" {
-		return v.Str
+// orNone is how the report shows a clientInfo name or version the client did not send
+// as a non-empty string.
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
 	}
-	return "(none)"
+	return s
 }
 
 // TasksInFlight counts non-terminal tasks by status (the metrics gauge source).

@@ -57,3 +57,12 @@ func (s *Store) PurgeExpired(ctx context.Context, now time.Time, retention time.
 	}
 	return purged, deleted, nil
 }
+
+// PurgeSessions deletes the sessions last seen before before.
+func (s *Store) PurgeSessions(ctx context.Context, before time.Time) (int, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM sessions WHERE last_seen_at < $1`, msOf(before))
+	if err != nil {
+		return 0, fmt.Errorf("postgres: purge sessions: %w", mapErr(err))
+	}
+	return int(tag.RowsAffected()), nil
+}

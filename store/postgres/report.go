@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -116,6 +118,119 @@ func (s *Store) CountTasksBySession(ctx context.Context, since time.Time) ([]sto
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("postgres: count tasks: %w", err)
+	}
+	return out, nil
+}
+
+// clientSessions is the sessions last seen at or after $1 with their clientInfo name and
+// version read in SQL: a member that is not a string (or is missing, or the column is
+// NULL) reads as "". json_each keeps duplicated members in order, and the first one counts
+// (as gjson reads the bytes; the json operators would take the last).
+const clientSessions = `WITH s AS (
+	SELECT id, protocol_version, principal, created_at, last_seen_at,
+		COALESCE((SELECT CASE WHEN json_typeof(e.value) = 'string' THEN e.value #>> '{}' END
+			FROM json_each(CASE WHEN json_typeof(client_info) = 'object' THEN client_info END)
+				WITH ORDINALITY AS e(key, value, n)
+			WHERE e.key = 'name' ORDER BY e.n LIMIT 1), '') AS name,
+		COALESCE((SELECT CASE WHEN json_typeof(e.value) = 'string' THEN e.value #>> '{}' END
+			FROM json_each(CASE WHEN json_typeof(client_info) = 'object' THEN client_info END)
+				WITH ORDINALITY AS e(key, value, n)
+			WHERE e.key = 'version' ORDER BY e.n LIMIT 1), '') AS version
+	FROM sessions WHERE last_seen_at >= $1
+)`
+
+// SummarizeClients aggregates the sessions seen since, and their tasks, per client.
+func (s *Store) SummarizeClients(ctx context.Context, since time.Time) ([]store.ClientSummary, error) {
+	var out []store.ClientSummary
+	// One snapshot for both queries.
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, clientSessions+` SELECT name, version, protocol_version, principal,
+			MIN(created_at), MAX(last_seen_at), COUNT(*) FROM s GROUP BY name, version, protocol_version, principal`, msOf(since))
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var (
+				c            store.ClientSummary
+				first, lastS int64
+				n            int64
+			)
+			if err := rows.Scan(&c.Name, &c.Version, &c.ProtocolVersion, &c.Principal, &first, &lastS, &n); err != nil {
+				rows.Close()
+				return err
+			}
+			c.FirstSeen, c.LastSeen, c.Sessions, c.Tasks = timeOf(first), timeOf(lastS), int(n), map[store.Mode]int{}
+			out = append(out, c)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		byKey := map[[4]string]*store.ClientSummary{}
+		for i := range out {
+			c := &out[i]
+			byKey[[4]string{c.Name, c.Version, c.ProtocolVersion, c.Principal}] = c
+		}
+		rows, err = tx.Query(ctx, clientSessions+` SELECT s.name, s.version, s.protocol_version, s.principal,
+			t.mode, COUNT(*) FROM s JOIN tasks t ON t.session_id = s.id WHERE t.created_at >= $1
+			GROUP BY s.name, s.version, s.protocol_version, s.principal, t.mode`, msOf(since))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				k    [4]string
+				mode string
+				n    int64
+			)
+			if err := rows.Scan(&k[0], &k[1], &k[2], &k[3], &mode, &n); err != nil {
+				return err
+			}
+			if c := byKey[k]; c != nil {
+				c.Tasks[store.Mode(mode)] += int(n)
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: summarize clients: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+// CountTasksSince counts the tasks created at or after since.
+func (s *Store) CountTasksSince(ctx context.Context, since time.Time) (int, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, `SELECT COUNT(*) FROM tasks WHERE created_at >= $1`, msOf(since)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("postgres: count tasks: %w", err)
+	}
+	return int(n), nil
+}
+
+// SummarizeClientDays returns the distinct (client, first day, last day) of the sessions
+// last seen since.
+func (s *Store) SummarizeClientDays(ctx context.Context, since time.Time) ([]store.ClientDays, error) {
+	rows, err := s.pool.Query(ctx, clientSessions+` SELECT DISTINCT name, version, protocol_version, principal,
+		created_at / 86400000, last_seen_at / 86400000 FROM s`, msOf(since))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: summarize client days: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var out []store.ClientDays
+	for rows.Next() {
+		var (
+			c           store.ClientDays
+			first, last int64
+		)
+		if err := rows.Scan(&c.Name, &c.Version, &c.ProtocolVersion, &c.Principal, &first, &last); err != nil {
+			return nil, fmt.Errorf("postgres: summarize client days: %w", err)
+		}
+		c.First, c.Last = timeOf(first*86400000), timeOf(last*86400000)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: summarize client days: %w", err)
 	}
 	return out, nil
 }

@@ -57,3 +57,13 @@ func (s *Store) PurgeExpired(ctx context.Context, now time.Time, retention time.
 	}
 	return int(p), int(d), nil
 }
+
+// PurgeSessions deletes the sessions last seen before before.
+func (s *Store) PurgeSessions(ctx context.Context, before time.Time) (int, error) {
+	res, err := s.w.ExecContext(ctx, `DELETE FROM sessions WHERE last_seen_at < ?`, msOf(before))
+	n, err := rowsAffected(res, err)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: purge sessions: %w", err)
+	}
+	return int(n), nil
+}

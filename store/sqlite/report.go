@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"time"
@@ -108,6 +109,117 @@ func (s *Store) CountTasksBySession(ctx context.Context, since time.Time) ([]sto
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: count tasks: %w", err)
+	}
+	return out, nil
+}
+
+// clientSessions is the sessions last seen at or after ?1 with their clientInfo name and
+// version read in SQL: a member that is not a string (or is missing, or the column is
+// NULL) reads as "". client_info holds the JSON text the client sent, as a BLOB: cast to
+// TEXT, since SQLite reads a BLOB argument of its JSON functions as JSONB.
+const clientSessions = `WITH s AS (
+	SELECT id, protocol_version, principal, created_at, last_seen_at,
+		CASE WHEN json_valid(ci) THEN
+			CASE WHEN json_type(ci, '$.name') = 'text' THEN json_extract(ci, '$.name') ELSE '' END
+		ELSE '' END AS name,
+		CASE WHEN json_valid(ci) THEN
+			CASE WHEN json_type(ci, '$.version') = 'text' THEN json_extract(ci, '$.version') ELSE '' END
+		ELSE '' END AS version
+	FROM (SELECT *, CAST(client_info AS TEXT) AS ci FROM sessions WHERE last_seen_at >= ?1)
+)`
+
+// SummarizeClients aggregates the sessions seen since, and their tasks, per client.
+func (s *Store) SummarizeClients(ctx context.Context, since time.Time) ([]store.ClientSummary, error) {
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true}) // one snapshot for both queries
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: summarize clients: %w", err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, clientSessions+` SELECT name, version, protocol_version, principal,
+		MIN(created_at), MAX(last_seen_at), COUNT(*) FROM s GROUP BY name, version, protocol_version, principal`, msOf(since))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: summarize clients: %w", err)
+	}
+	byKey := map[[4]string]*store.ClientSummary{}
+	var out []store.ClientSummary
+	for rows.Next() {
+		var (
+			c            store.ClientSummary
+			first, lastS int64
+		)
+		if err := rows.Scan(&c.Name, &c.Version, &c.ProtocolVersion, &c.Principal, &first, &lastS, &c.Sessions); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("sqlite: summarize clients: %w", err)
+		}
+		c.FirstSeen, c.LastSeen, c.Tasks = timeOf(first), timeOf(lastS), map[store.Mode]int{}
+		out = append(out, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: summarize clients: %w", err)
+	}
+	for i := range out {
+		c := &out[i]
+		byKey[[4]string{c.Name, c.Version, c.ProtocolVersion, c.Principal}] = c
+	}
+	rows, err = tx.QueryContext(ctx, clientSessions+` SELECT s.name, s.version, s.protocol_version, s.principal,
+		t.mode, COUNT(*) FROM s JOIN tasks t ON t.session_id = s.id WHERE t.created_at >= ?1
+		GROUP BY s.name, s.version, s.protocol_version, s.principal, t.mode`, msOf(since))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: summarize client tasks: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			k    [4]string
+			mode string
+			n    int
+		)
+		if err := rows.Scan(&k[0], &k[1], &k[2], &k[3], &mode, &n); err != nil {
+			return nil, fmt.Errorf("sqlite: summarize client tasks: %w", err)
+		}
+		if c := byKey[k]; c != nil {
+			c.Tasks[store.Mode(mode)] += n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: summarize client tasks: %w", err)
+	}
+	return out, nil
+}
+
+// CountTasksSince counts the tasks created at or after since.
+func (s *Store) CountTasksSince(ctx context.Context, since time.Time) (int, error) {
+	var n int
+	if err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM tasks WHERE created_at >= ?`, msOf(since)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("sqlite: count tasks: %w", err)
+	}
+	return n, nil
+}
+
+// SummarizeClientDays returns the distinct (client, first day, last day) of the sessions
+// last seen since.
+func (s *Store) SummarizeClientDays(ctx context.Context, since time.Time) ([]store.ClientDays, error) {
+	rows, err := s.r.QueryContext(ctx, clientSessions+` SELECT DISTINCT name, version, protocol_version, principal,
+		created_at / 86400000, last_seen_at / 86400000 FROM s`, msOf(since))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: summarize client days: %w", err)
+	}
+	defer rows.Close()
+	var out []store.ClientDays
+	for rows.Next() {
+		var (
+			c           store.ClientDays
+			first, last int64
+		)
+		if err := rows.Scan(&c.Name, &c.Version, &c.ProtocolVersion, &c.Principal, &first, &last); err != nil {
+			return nil, fmt.Errorf("sqlite: summarize client days: %w", err)
+		}
+		c.First, c.Last = timeOf(first*86400000), timeOf(last*86400000)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: summarize client days: %w", err)
 	}
 	return out, nil
 }

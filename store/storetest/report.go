@@ -1,11 +1,16 @@
 package storetest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/store"
 )
@@ -140,5 +145,154 @@ func testCountTasksByDay(t *testing.T, s store.Store) {
 		if !got[i].Day.Equal(want[i].Day) || got[i].Count != want[i].Count || got[i].Day.Location() != time.UTC {
 			t.Errorf("CountTasksByDay[%d] = %+v, want %+v", i, got[i], want[i])
 		}
+	}
+}
+
+// testSummarizeClients: sessions seen since, grouped by clientInfo name and version (read
+// as gjson reads them: strings only, the first of a duplicated member), protocol version
+// and principal, with first/last seen, session counts and their tasks by mode.
+func testSummarizeClients(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	since := base.Add(time.Hour)
+	type sess struct {
+		id, info, proto, principal string
+		created, seen              time.Duration
+	}
+	for _, se := range []sess{
+		{"a1", `{"name":"claude","version":"1.0","icons":[]}`, "2025-11-25", "acme/alice", 0, 2 * time.Hour},
+		{"a2", `{"version":"1.0","name":"claude"}`, "2025-11-25", "acme/alice", 90 * time.Minute, 3 * time.Hour},
+		{"b1", `{"name":"claude","version":"1.0"}`, "2025-11-25", "acme/bob", 2 * time.Hour, 2 * time.Hour},
+		{"c1", ``, "2025-06-18", "", 2 * time.Hour, 2 * time.Hour},
+		{"c2", `{"name":7,"version":["x"]}`, "2025-06-18", "", 3 * time.Hour, 4 * time.Hour},
+		{"c3", `{"name":"","version":"2"}`, "2025-06-18", "", 3 * time.Hour, 4 * time.Hour},
+		{"d1", `{"name":"first","name":"second","version":"\u00e9 <&>"}`, "2025-11-25", "", 2 * time.Hour, 2 * time.Hour},
+		{"old", `{"name":"claude","version":"1.0"}`, "2025-11-25", "acme/alice", 0, 30 * time.Minute},
+	} {
+		must(t, s.CreateSession(ctx, &store.Session{ID: se.id, ProtocolVersion: se.proto, ClientInfo: rawOrNil(se.info),
+			Principal: se.principal, CreatedAt: base.Add(se.created), LastSeenAt: base.Add(se.seen)}), "CreateSession "+se.id)
+	}
+	for i, tk := range []struct {
+		sess string
+		mode store.Mode
+		at   time.Duration
+	}{
+		{"a1", store.ModeTranslate, 2 * time.Hour}, {"a2", store.ModeTranslate, 2 * time.Hour},
+		{"a2", store.ModeHost, 2 * time.Hour}, {"a1", store.ModeTranslate, 0}, // before since: not counted
+		{"c1", store.ModeComplete, 3 * time.Hour}, {"old", store.ModeTranslate, 2 * time.Hour}, // session outside the window
+	} {
+		x := newTask(fmt.Sprintf("t%d", i), "o")
+		x.SessionID, x.Mode, x.CreatedAt, x.RequestID = tk.sess, tk.mode, base.Add(tk.at), fmt.Sprintf("%d", i)
+		must(t, s.CreateTask(ctx, x), "CreateTask")
+	}
+	got, err := s.SummarizeClients(ctx, since)
+	must(t, err, "SummarizeClients")
+	slices.SortFunc(got, func(a, b store.ClientSummary) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Version, b.Version), strings.Compare(a.Principal, b.Principal))
+	})
+	at := func(d time.Duration) time.Time { return ms(base.Add(d)) }
+	want := []store.ClientSummary{
+		{Name: "", Version: "", ProtocolVersion: "2025-06-18", FirstSeen: at(2 * time.Hour), LastSeen: at(4 * time.Hour), Sessions: 2,
+			Tasks: map[store.Mode]int{store.ModeComplete: 1}},
+		{Name: "", Version: "2", ProtocolVersion: "2025-06-18", FirstSeen: at(3 * time.Hour), LastSeen: at(4 * time.Hour), Sessions: 1,
+			Tasks: map[store.Mode]int{}},
+		{Name: "claude", Version: "1.0", ProtocolVersion: "2025-11-25", Principal: "acme/alice", FirstSeen: at(0), LastSeen: at(3 * time.Hour),
+			Sessions: 2, Tasks: map[store.Mode]int{store.ModeTranslate: 2, store.ModeHost: 1}},
+		{Name: "claude", Version: "1.0", ProtocolVersion: "2025-11-25", Principal: "acme/bob", FirstSeen: at(2 * time.Hour), LastSeen: at(2 * time.Hour),
+			Sessions: 1, Tasks: map[store.Mode]int{}},
+		{Name: "first", Version: "é <&>", ProtocolVersion: "2025-11-25", FirstSeen: at(2 * time.Hour), LastSeen: at(2 * time.Hour), Sessions: 1,
+			Tasks: map[store.Mode]int{}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("SummarizeClients:\n got %+v\nwant %+v", got, want)
+	}
+	// The rule is gjson's: the report read the raw clientInfo with it before.
+	if n := gjson.Get(`{"name":"first","name":"second"}`, "name").Str; n != "first" {
+		t.Fatalf("gjson reads a duplicated member as %q", n)
+	}
+	n, err := s.CountTasksSince(ctx, since)
+	must(t, err, "CountTasksSince")
+	if n != 5 {
+		t.Errorf("CountTasksSince = %d, want 5", n)
+	}
+}
+
+// testPurgeSessions: sessions last seen before the cut go, closed or not; the rest and
+// every task stay; a second run finds nothing.
+func testPurgeSessions(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for _, se := range []struct {
+		id     string
+		seen   time.Duration
+		closed bool
+	}{{"idle", -2 * time.Hour, false}, {"closed", -2 * time.Hour, true}, {"recent", -30 * time.Minute, false},
+		{"recent-closed", -30 * time.Minute, true}, {"edge", -time.Hour, false}} {
+		must(t, s.CreateSession(ctx, &store.Session{ID: se.id, ProtocolVersion: "2025-11-25", CreatedAt: base.Add(-3 * time.Hour),
+			LastSeenAt: base.Add(se.seen)}), "CreateSession")
+		if se.closed {
+			must(t, s.CloseSession(ctx, se.id), "CloseSession")
+		}
+	}
+	tk := newTask("t1", "session:idle")
+	tk.SessionID = "idle"
+	must(t, s.CreateTask(ctx, tk), "CreateTask")
+	n, err := s.PurgeSessions(ctx, base.Add(-time.Hour))
+	must(t, err, "PurgeSessions")
+	if n != 2 {
+		t.Errorf("PurgeSessions = %d, want 2", n)
+	}
+	for _, id := range []string{"idle", "closed"} {
+		_, err := s.GetSession(ctx, id)
+		wantErr(t, err, store.ErrNotFound, "GetSession("+id+") after the purge")
+	}
+	for _, id := range []string{"recent", "recent-closed", "edge"} {
+		_, err := s.GetSession(ctx, id)
+		must(t, err, "GetSession("+id+") after the purge")
+	}
+	if _, err := s.GetTask(ctx, "t1"); err != nil {
+		t.Errorf("the task of a purged session: %v, want it kept", err)
+	}
+	if n, err := s.PurgeSessions(ctx, base.Add(-time.Hour)); err != nil || n != 0 {
+		t.Errorf("second PurgeSessions = %d, %v; want 0", n, err)
+	}
+}
+
+func rawOrNil(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	return json.RawMessage(s)
+}
+
+// testSummarizeClientDays: the distinct (client, first UTC day, last UTC day) of the
+// sessions last seen since; duplicates folded, a session seen before since left out.
+func testSummarizeClientDays(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	day0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	for _, se := range []struct {
+		id, info      string
+		created, seen time.Time
+	}{
+		{"a1", `{"name":"a","version":"1"}`, day0.Add(10 * time.Hour), day0.Add(53 * time.Hour)},
+		{"a2", `{"version":"1","name":"a"}`, day0.Add(11 * time.Hour), day0.Add(49 * time.Hour)}, // same days as a1
+		{"a3", `{"name":"a","version":"1"}`, day0.Add(24 * time.Hour), day0.Add(48*time.Hour - time.Millisecond)},
+		{"b1", ``, day0.Add(-time.Hour), day0.Add(time.Hour)},
+		{"gone", `{"name":"a","version":"1"}`, day0.Add(-48 * time.Hour), day0.Add(-time.Millisecond)},
+	} {
+		must(t, s.CreateSession(ctx, &store.Session{ID: se.id, ProtocolVersion: "2025-11-25", ClientInfo: rawOrNil(se.info),
+			CreatedAt: se.created, LastSeenAt: se.seen}), "CreateSession "+se.id)
+	}
+	got, err := s.SummarizeClientDays(ctx, day0)
+	must(t, err, "SummarizeClientDays")
+	slices.SortFunc(got, func(a, b store.ClientDays) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), a.First.Compare(b.First), a.Last.Compare(b.Last))
+	})
+	d := func(n int) time.Time { return day0.AddDate(0, 0, n) }
+	want := []store.ClientDays{
+		{ProtocolVersion: "2025-11-25", First: d(-1), Last: d(0)},
+		{Name: "a", Version: "1", ProtocolVersion: "2025-11-25", First: d(0), Last: d(2)},
+		{Name: "a", Version: "1", ProtocolVersion: "2025-11-25", First: d(1), Last: d(1)},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("SummarizeClientDays:\n got %+v\nwant %+v", got, want)
 	}
 }
