@@ -53,6 +53,11 @@ type Config struct {
 
 	AllowedOrigins []string // see legacy.Options
 	MaxBodyBytes   int64    // see legacy.Options
+	// MaxReplayBytes bounds the SSE events kept for resumption, all streams together, and
+	// MaxSessionInfoBytes the clientInfo and capabilities stored per session (see
+	// legacy.Options; zero: the legacy defaults).
+	MaxReplayBytes      int64
+	MaxSessionInfoBytes int
 
 	// Auth authenticates every HTTP request (internal/auth: API keys, JWT, trusted header).
 	// Nil is single-user mode: tasks are bound to the session that created them.
@@ -75,6 +80,10 @@ type Config struct {
 	// days. PurgeInterval is how often the purge runs (default 1 min; negative disables).
 	AuditRetention time.Duration
 	PurgeInterval  time.Duration
+	// SessionRetention is how long a legacy session last seen that long ago (closed or
+	// idle) is kept; the purge then deletes it. The migration report looks no further back
+	// (config report_window). Default 30 days.
+	SessionRetention time.Duration
 
 	// Metrics records requests, routes, polls and relays (nil: none). See internal/metrics.
 	Metrics *metrics.Metrics
@@ -130,6 +139,7 @@ func (c *Config) setDefaults() {
 	}
 	def64(&c.MaxResultBytes, 8<<20)
 	defDur(&c.AuditRetention, 30*24*time.Hour)
+	defDur(&c.SessionRetention, 30*24*time.Hour)
 	if c.PurgeInterval == 0 {
 		c.PurgeInterval = time.Minute
 	}
@@ -155,7 +165,7 @@ type Bridge struct {
 	asks     map[string]chan *jsonrpc.Message // bridge-issued request id → waiting MRTR relay
 	closed   bool
 
-	terminal *lru.Cache[string, *store.Task]         // hot terminal records (they never change)
+	terminal *terminalCache                          // hot terminal records, without payloads (terminal.go)
 	metas    *lru.Cache[string, sep2663.RequestMeta] // per-session upstream envelope
 	rate     *rateLimiter                            // nil without Config.RequestRate
 	peers    *peers                                  // cross-replica notifications; nil for a single-process store
@@ -179,10 +189,6 @@ func New(cfg Config) (*Bridge, error) {
 		return nil, errors.New("bridge: Store and Upstream are required")
 	}
 	cfg.setDefaults()
-	cache, err := lru.New[string, *store.Task](4096)
-	if err != nil {
-		return nil, err
-	}
 	metas, err := lru.New[string, sep2663.RequestMeta](16384)
 	if err != nil {
 		return nil, err
@@ -193,7 +199,7 @@ func New(cfg Config) (*Bridge, error) {
 		trackers: map[string]*tracker{},
 		inflight: map[string]context.CancelFunc{},
 		asks:     map[string]chan *jsonrpc.Message{},
-		terminal: cache,
+		terminal: newTerminalCache(),
 		metas:    metas,
 		rate:     newRateLimiter(cfg.RequestRate, cfg.RequestBurst),
 		peers:    newPeers(cfg.Store),
@@ -213,6 +219,9 @@ func New(cfg Config) (*Bridge, error) {
 		AllowedOrigins: cfg.AllowedOrigins,
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		Now:            cfg.Now,
+
+		MaxReplayBytes:      cfg.MaxReplayBytes,
+		MaxSessionInfoBytes: cfg.MaxSessionInfoBytes,
 	})
 	return b, nil
 }

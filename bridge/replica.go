@@ -125,15 +125,21 @@ func (b *Bridge) loop(d time.Duration, fn func(context.Context)) {
 }
 
 // purge applies the TTL to the store: payloads go, the audit part stays for
-// AuditRetention. Every replica may run it; it is idempotent.
+// AuditRetention; and sessions not seen for SessionRetention (closed or idle) go. Every
+// replica may run it; it is idempotent.
 func (b *Bridge) purge(ctx context.Context) {
-	p, d, err := b.st.PurgeExpired(ctx, b.cfg.Now(), b.cfg.AuditRetention)
+	now := b.cfg.Now()
+	p, d, err := b.st.PurgeExpired(ctx, now, b.cfg.AuditRetention)
 	if err != nil {
 		b.log.Warn().Err(err).Msg("ttl purge failed")
-		return
-	}
-	if p+d > 0 {
+	} else if p+d > 0 {
 		b.log.Info().Int("purged", p).Int("deleted", d).Msg("ttl purge")
+	}
+	n, err := b.st.PurgeSessions(ctx, now.Add(-b.cfg.SessionRetention))
+	if err != nil {
+		b.log.Warn().Err(err).Msg("session purge failed")
+	} else if n > 0 {
+		b.log.Info().Int("sessions", n).Msg("session purge")
 	}
 }
 

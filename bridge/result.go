@@ -36,7 +36,7 @@ func (b *Bridge) tasksResult(ctx context.Context, sess *store.Session, req *json
 		return nil, err
 	}
 	if rec.Status.Terminal() {
-		return b.payload(rec)
+		return b.terminalPayload(ctx, rec) // terminal.go: cached records carry no payload
 	}
 	t := b.track(rec)
 	if t == nil {

@@ -66,6 +66,10 @@ type ReverseConfig struct {
 
 	AllowedOrigins []string
 	MaxBodyBytes   int64
+	// MaxReplayBytes and MaxSessionInfoBytes bound the pass-through face's SSE replay
+	// buffers and stored session info (legacy.Options; zero: the legacy defaults).
+	MaxReplayBytes      int64
+	MaxSessionInfoBytes int
 
 	// Draining, when it returns true, refuses new task-augmented calls (modern and
 	// pass-through); KillSwitch refuses them always. Existing tasks are still served.

@@ -44,6 +44,7 @@ func newPassThrough(r *Reverse) *passThrough {
 	p.face = legacy.NewServer(legacy.Options{
 		Store: r.cfg.Store, Handler: p, AllowedOrigins: r.cfg.AllowedOrigins,
 		MaxBodyBytes: r.cfg.MaxBodyBytes, Now: r.cfg.Now,
+		MaxReplayBytes: r.cfg.MaxReplayBytes, MaxSessionInfoBytes: r.cfg.MaxSessionInfoBytes,
 	})
 	return p
 }

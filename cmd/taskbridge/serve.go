@@ -115,6 +115,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		HostDeny:           cfg.HostDeny,
 		NoHosting:          cfg.NoHosting,
 		HostWorkers:        cfg.HostWorkers,
+
+		MaxReplayBytes:      cfg.MaxReplayBytes,
+		MaxSessionInfoBytes: cfg.MaxSessionInfoBytes,
+		SessionRetention:    cfg.ReportWindow,
 	}
 	if prm != nil {
 		bcfg.AuthChallenge = prm.Challenge
@@ -141,6 +145,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			CreateTimeout: cfg.CreateTimeout, StatusTimeout: cfg.StatusTimeout, CancelTimeout: cfg.CancelTimeout,
 			InputTimeout: cfg.InputTimeout, MaxBodyBytes: cfg.MaxBody, AllowedOrigins: cfg.AllowedOrigins,
 			Draining: drain.Draining, KillSwitch: cfg.KillSwitch,
+			MaxReplayBytes: cfg.MaxReplayBytes, MaxSessionInfoBytes: cfg.MaxSessionInfoBytes,
 		}, up.url, h, hc)
 		if err != nil {
 			return fmt.Errorf("serve: legacy upstream %s: %w", up.describe(), err)
