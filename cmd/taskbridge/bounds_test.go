@@ -64,11 +64,13 @@ func serveInProcess(t *testing.T, extra ...string) (mcpBase, adminBase string) {
 }
 
 // TestListenerBounds: on both listeners a keep-alive connection left idle is closed by
-// the bridge after idle_timeout (and not at once), and a header block over
-// max_header_bytes is refused with 431 while a normal one is served.
+// the bridge after idle_timeout (and not at once), a client trickling its headers is cut
+// off after read_header_timeout, and a header block over max_header_bytes is refused with
+// 431 while a normal one is served.
 func TestListenerBounds(t *testing.T) {
-	const idle = 700 * time.Millisecond
-	mcp, admin := serveInProcess(t, "--idle-timeout", idle.String(), "--max-header-bytes", "8192")
+	const idle, headers = 700 * time.Millisecond, 900 * time.Millisecond
+	mcp, admin := serveInProcess(t, "--idle-timeout", idle.String(), "--read-header-timeout", headers.String(),
+		"--max-header-bytes", "8192")
 	for name, base := range map[string]string{"mcp listener": mcp, "admin listener": admin} {
 		t.Run(name+": idle keep-alive closed", func(t *testing.T) {
 			c, br := dialBase(t, base)
@@ -84,6 +86,20 @@ func TestListenerBounds(t *testing.T) {
 			}
 			if waited < idle/2 {
 				t.Fatalf("idle connection closed after %s, before idle_timeout %s", waited, idle)
+			}
+		})
+		t.Run(name+": slow headers cut off", func(t *testing.T) {
+			c, br := dialBase(t, base)
+			start := time.Now()
+			io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n") // and never the blank line
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_, err := io.ReadAll(br) // a 408 at most, then the close
+			waited := time.Since(start)
+			if err != nil {
+				t.Fatalf("unfinished headers: %v after %s, want the connection closed by the bridge", err, waited)
+			}
+			if waited < headers/2 {
+				t.Fatalf("unfinished headers cut off after %s, before read_header_timeout %s", waited, headers)
 			}
 		})
 		t.Run(name+": oversized headers refused", func(t *testing.T) {
