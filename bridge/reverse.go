@@ -70,6 +70,11 @@ type ReverseConfig struct {
 	// buffers and stored session info (legacy.Options; zero: the legacy defaults).
 	MaxReplayBytes      int64
 	MaxSessionInfoBytes int
+	// SessionRetention: pass-through sessions last seen longer ago are deleted every
+	// PurgeInterval (reverse_purge.go). Defaults 30 days and 1 min; a negative interval
+	// disables the purge.
+	SessionRetention time.Duration
+	PurgeInterval    time.Duration
 
 	// Draining, when it returns true, refuses new task-augmented calls (modern and
 	// pass-through); KillSwitch refuses them always. Existing tasks are still served.
@@ -98,6 +103,12 @@ func (c *ReverseConfig) setDefaults() {
 	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = legacy.DefaultMaxBodyBytes
+	}
+	if c.SessionRetention <= 0 {
+		c.SessionRetention = 30 * 24 * time.Hour
+	}
+	if c.PurgeInterval == 0 {
+		c.PurgeInterval = time.Minute
 	}
 }
 
@@ -155,8 +166,11 @@ func NewReverse(cfg ReverseConfig) (*Reverse, error) {
 // Start opens the first upstream session and reads the upstream's capabilities and tools.
 // A failure is returned: an unreachable upstream at start is an operator error.
 func (r *Reverse) Start(ctx context.Context) error {
-	_, err := r.upstream(ctx)
-	return err
+	if _, err := r.upstream(ctx); err != nil {
+		return err
+	}
+	r.startPurge()
+	return nil
 }
 
 // Handler returns the /mcp handler: modern requests go to the 2026-07-28 face, everything

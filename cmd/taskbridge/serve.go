@@ -146,6 +146,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			InputTimeout: cfg.InputTimeout, MaxBodyBytes: cfg.MaxBody, AllowedOrigins: cfg.AllowedOrigins,
 			Draining: drain.Draining, KillSwitch: cfg.KillSwitch,
 			MaxReplayBytes: cfg.MaxReplayBytes, MaxSessionInfoBytes: cfg.MaxSessionInfoBytes,
+			SessionRetention: cfg.ReportWindow, PurgeInterval: cfg.PurgeInterval,
 		}, up.url, h, hc)
 		if err != nil {
 			return fmt.Errorf("serve: legacy upstream %s: %w", up.describe(), err)
