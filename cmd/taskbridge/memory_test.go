@@ -66,7 +66,7 @@ func TestMemoryBounds(t *testing.T) {
 	t.Run("60 finished 6 MiB results", func(t *testing.T) {
 		c := legacyclient.New(s.url)
 		c.HTTP = hc
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // the whole subtest
 		defer cancel()
 		if _, err := c.Initialize(ctx); err != nil {
 			t.Fatal(err)
