@@ -71,9 +71,15 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	st := m.InstrumentStore(rawStore)
 	var authn auth.Authenticator
 	if cfg.Auth.Enabled() {
+		if cfg.Auth.JWT != nil {
+			cfg.Auth.JWT.OnRefreshError = func(err error) {
+				log.Warn().Str("error", err.Error()).Msg("JWKS refresh failed; the cached keys stay in use")
+			}
+		}
 		if authn, err = auth.New(cfg.Auth); err != nil {
 			return fmt.Errorf("serve: auth: %w", err)
 		}
+		defer auth.Close(authn)
 	}
 	prm, err := protectedResource(cfg, log)
 	if err != nil {

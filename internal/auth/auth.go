@@ -10,6 +10,7 @@ package auth
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -107,6 +108,19 @@ func (c Chain) Authenticate(r *http.Request) (Principal, error) {
 		}
 	}
 	return Principal{}, err
+}
+
+// Close releases what an Authenticator holds (the JWKS refresh goroutine of a JWT
+// authenticator, also inside a Chain). Nil and authenticators holding nothing are fine.
+func Close(a Authenticator) {
+	switch a := a.(type) {
+	case Chain:
+		for _, m := range a {
+			Close(m)
+		}
+	case io.Closer:
+		_ = a.Close()
+	}
 }
 
 // bearer returns the token of an "Authorization: Bearer <token>" header.

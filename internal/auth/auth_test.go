@@ -254,3 +254,22 @@ func TestChainKeyAndJWT(t *testing.T) {
 		t.Fatalf("garbage: %v", err)
 	}
 }
+
+// TestTrustedHeaderTwice: a principal or tenant header given twice is refused, never read
+// one way here and another way elsewhere.
+func TestTrustedHeaderTwice(t *testing.T) {
+	a, err := New(Config{TrustedHeader: &TrustedHeaderConfig{Principal: "X-Forwarded-User", Tenant: "X-Forwarded-Tenant"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := req("X-Forwarded-User", "carol")
+	r.Header.Add("X-Forwarded-User", "mallory")
+	if _, err := a.Authenticate(r); !errors.Is(err, ErrInvalidCredentials) {
+		t.Fatalf("principal twice: %v, want ErrInvalidCredentials", err)
+	}
+	r = req("X-Forwarded-User", "carol", "X-Forwarded-Tenant", "acme")
+	r.Header.Add("X-Forwarded-Tenant", "other")
+	if _, err := a.Authenticate(r); !errors.Is(err, ErrInvalidCredentials) {
+		t.Fatalf("tenant twice: %v, want ErrInvalidCredentials", err)
+	}
+}

@@ -59,8 +59,16 @@ func (h *TrustedHeader) Authenticate(r *http.Request) (Principal, error) {
 	if !h.trusted(r.RemoteAddr) {
 		return Principal{}, fmt.Errorf("%w: %s from an untrusted address", ErrInvalidCredentials, h.principal)
 	}
+	// One value each: a second header line (one the proxy added, one the caller sent)
+	// makes the identity ambiguous, and two readings of it must never exist.
+	if len(r.Header.Values(h.principal)) != 1 {
+		return Principal{}, fmt.Errorf("%w: %s given more than once", ErrInvalidCredentials, h.principal)
+	}
 	var tenant string
 	if h.tenant != "" {
+		if len(r.Header.Values(h.tenant)) > 1 {
+			return Principal{}, fmt.Errorf("%w: %s given more than once", ErrInvalidCredentials, h.tenant)
+		}
 		tenant = r.Header.Get(h.tenant)
 	}
 	return Principal{ID: id, Tenant: tenant}, nil

@@ -2,23 +2,24 @@ package auth
 
 import (
 	"context"
-	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rsa"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"math/big"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/MicahParks/jwkset"
+	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
+	"golang.org/x/time/rate"
+
+	"github.com/taskbridge/taskbridge/internal/redact"
 )
 
 // JWTConfig validates bearer JWTs (RS256 or ES256) against a JSON Web Key Set.
@@ -31,34 +32,53 @@ type JWTConfig struct {
 	Issuer   string `yaml:"issuer"`
 	Audience string `yaml:"audience"`
 	// PrincipalClaim names the claim holding the principal id (default "sub");
-	// TenantClaim the one holding the tenant (default "tenant"; absent means no tenant).
+	// TenantClaim the one holding the tenant (default "tenant"). Both must be non-empty
+	// strings when present; an absent tenant claim means no tenant.
 	PrincipalClaim string `yaml:"principal_claim"`
 	TenantClaim    string `yaml:"tenant_claim"`
-	// Refresh is how often a JWKS URL is re-fetched (default 5 min). An unknown kid also
-	// triggers a fetch, at most once per 30 s.
+	// Refresh is how often a JWKS URL is re-fetched in the background (default 5 min). An
+	// unknown kid also triggers a fetch, at most once per 30 s.
 	Refresh time.Duration `yaml:"refresh"`
 	// Leeway tolerates clock skew on exp/nbf/iat (default 30 s).
 	Leeway time.Duration `yaml:"leeway"`
 	// HTTPClient fetches JWKSURL (default: a client with a 10 s timeout).
 	HTTPClient *http.Client `yaml:"-"`
+	// OnRefreshError, when set, hears of every failed background fetch of JWKSURL (the
+	// cached keys stay in use). The error names the URL in its redacted form.
+	OnRefreshError func(error) `yaml:"-"`
 }
 
 // JWT authenticates bearer JWTs. exp is required; alg must be RS256 or ES256 and match
 // the key's type.
+//
+// Keys come from a maintained JWKS cache (github.com/MicahParks/keyfunc/v3 over
+// github.com/MicahParks/jwkset): a JWKS URL is fetched at start and then refreshed by one
+// background goroutine every Refresh interval, so a request never waits for the identity
+// provider; a failed refresh keeps the cached keys. Only a token naming an unknown kid may
+// make its request wait for a fetch, at most once per unknownKIDEvery and never longer
+// than unknownKIDWait.
+//
+// Concurrency: safe for concurrent use. Close stops the refresh goroutine.
 type JWT struct {
 	cfg    JWTConfig
 	parser *jwt.Parser
-
-	mu        sync.Mutex // guards keys, fetchedAt, lastMiss
-	keys      map[string]crypto.PublicKey
-	fetchedAt time.Time
-	lastMiss  time.Time
+	kf     keyfunc.Keyfunc
+	stop   context.CancelFunc
+	once   sync.Once
 }
 
-// minMissRefetch spaces the JWKS fetches an unknown kid may cause.
-const minMissRefetch = 30 * time.Second
+// unknownKIDEvery spaces the JWKS fetches that tokens with an unknown kid may cause;
+// unknownKIDWait bounds how long such a request waits for its turn and for the fetch.
+const (
+	unknownKIDEvery = 30 * time.Second
+	unknownKIDWait  = 2 * time.Second
+)
 
-// NewJWT loads the key set once (so a bad file or URL fails at startup).
+// fetchTimeout bounds one JWKS fetch (the start-up one and every background refresh).
+const fetchTimeout = 10 * time.Second
+
+// NewJWT loads the key set once (so a bad file or URL fails at startup) and, for a URL,
+// starts the background refresh.
 func NewJWT(c JWTConfig) (*JWT, error) {
 	if (c.JWKSFile == "") == (c.JWKSURL == "") {
 		return nil, errors.New("auth: jwt: set exactly one of jwks_file and jwks_url")
@@ -76,7 +96,7 @@ func NewJWT(c JWTConfig) (*JWT, error) {
 		c.Leeway = 30 * time.Second
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+		c.HTTPClient = &http.Client{Timeout: fetchTimeout}
 	}
 	opts := []jwt.ParserOption{
 		jwt.WithValidMethods([]string{"RS256", "ES256"}),
@@ -89,11 +109,92 @@ func NewJWT(c JWTConfig) (*JWT, error) {
 	if c.Audience != "" {
 		opts = append(opts, jwt.WithAudience(c.Audience))
 	}
-	j := &JWT{cfg: c, parser: jwt.NewParser(opts...)}
-	if err := j.load(context.Background()); err != nil {
+	j := &JWT{cfg: c, parser: jwt.NewParser(opts...), stop: func() {}}
+	var err error
+	if c.JWKSFile != "" {
+		j.kf, err = fileKeys(c.JWKSFile)
+	} else {
+		j.kf, j.stop, err = urlKeys(c)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := j.checkUsable(); err != nil {
+		j.Close()
 		return nil, err
 	}
 	return j, nil
+}
+
+// fileKeys reads a local JWKS once.
+func fileKeys(path string) (keyfunc.Keyfunc, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("auth: jwks: %w", err)
+	}
+	kf, err := keyfunc.NewJWKSetJSON(json.RawMessage(data))
+	if err != nil {
+		return nil, fmt.Errorf("auth: jwks: %s: %w", path, err)
+	}
+	return keyfunc.New(keyfunc.Options{Storage: kf.Storage(), UseWhitelist: signingUse})
+}
+
+// signingUse admits keys for signatures: "use":"sig" or no "use" at all.
+var signingUse = []jwkset.USE{jwkset.UseSig, ""}
+
+// urlKeys builds the refreshing cache of a JWKS URL; stop ends its goroutine.
+func urlKeys(c JWTConfig) (keyfunc.Keyfunc, context.CancelFunc, error) {
+	ctx, stop := context.WithCancel(context.Background())
+	where := redact.URL(c.JWKSURL)
+	fail := false
+	kf, err := keyfunc.NewDefaultOverrideCtx(ctx, []string{c.JWKSURL}, keyfunc.Override{
+		Client:                    c.HTTPClient,
+		HTTPTimeout:               fetchTimeout,
+		NoErrorReturnFirstHTTPReq: &fail, // a JWKS that cannot be fetched at start is a config error
+		RefreshInterval:           c.Refresh,
+		RefreshUnknownKID:         rate.NewLimiter(rate.Every(unknownKIDEvery), 1),
+		RateLimitWaitMax:          unknownKIDWait,
+		RefreshErrorHandlerFunc: func(string) func(context.Context, error) {
+			return func(_ context.Context, err error) {
+				if c.OnRefreshError != nil {
+					c.OnRefreshError(fmt.Errorf("auth: jwks %s: %s", where, redact.Error(err)))
+				}
+			}
+		},
+	})
+	if err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("auth: jwks %s: %s", where, redact.Error(err))
+	}
+	kf, err = keyfunc.New(keyfunc.Options{Ctx: ctx, Storage: kf.Storage(), UseWhitelist: signingUse})
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return kf, stop, nil
+}
+
+// checkUsable refuses a key set without one RSA (≥ 2048 bits) or P-256 signing key.
+func (j *JWT) checkUsable() error {
+	keys, err := j.kf.Storage().KeyReadAll(context.Background())
+	if err != nil {
+		return fmt.Errorf("auth: jwks: %w", err)
+	}
+	for _, k := range keys {
+		if u := k.Marshal().USE; u != "" && u != jwkset.UseSig {
+			continue
+		}
+		if usableKey(k.Key()) {
+			return nil
+		}
+	}
+	return errors.New("auth: jwks: no RSA (2048 bits or more) or P-256 signing keys")
+}
+
+// Close stops the background refresh of a JWKS URL. Safe to call twice.
+func (j *JWT) Close() error {
+	j.once.Do(j.stop)
+	return nil
 }
 
 // Authenticate implements Authenticator.
@@ -106,12 +207,34 @@ func (j *JWT) Authenticate(r *http.Request) (Principal, error) {
 	if _, err := j.parser.ParseWithClaims(tok, claims, j.keyFor(r.Context())); err != nil {
 		return Principal{}, fmt.Errorf("%w: jwt: %s", ErrInvalidCredentials, jwtReason(err))
 	}
-	id, _ := claims[j.cfg.PrincipalClaim].(string)
-	if id == "" {
-		return Principal{}, fmt.Errorf("%w: jwt: claim %q missing", ErrInvalidCredentials, j.cfg.PrincipalClaim)
+	id, err := stringClaim(claims, j.cfg.PrincipalClaim, true)
+	if err != nil {
+		return Principal{}, err
 	}
-	tenant, _ := claims[j.cfg.TenantClaim].(string)
+	tenant, err := stringClaim(claims, j.cfg.TenantClaim, false)
+	if err != nil {
+		return Principal{}, err
+	}
 	return Principal{ID: id, Tenant: tenant}, nil
+}
+
+// stringClaim reads an identity claim. A claim that is present must be a non-empty
+// string: a number, object, array, null or "" is an invalid credential, never "absent"
+// (a tenant of 7 or {} must not fall back to no tenant and merge two tenants into one
+// owner). An absent claim is an error only when required.
+func stringClaim(claims jwt.MapClaims, name string, required bool) (string, error) {
+	v, present := claims[name]
+	if !present {
+		if required {
+			return "", fmt.Errorf("%w: jwt: claim %q missing", ErrInvalidCredentials, name)
+		}
+		return "", nil
+	}
+	s, ok := v.(string)
+	if !ok || s == "" {
+		return "", fmt.Errorf("%w: jwt: claim %q must be a non-empty string", ErrInvalidCredentials, name)
+	}
+	return s, nil
 }
 
 // jwtReason names the class of a validation failure without echoing token contents.
@@ -126,14 +249,26 @@ func jwtReason(err error) string {
 	return "invalid token"
 }
 
-// keyFor returns the jwt.Keyfunc: the key named by kid (or the only key when the token
-// has no kid), of the type its alg needs.
+// keyFor returns the jwt.Keyfunc: the cached key named by kid (or the only signing key
+// when the token has no kid), of the type its alg needs.
 func (j *JWT) keyFor(ctx context.Context) jwt.Keyfunc {
 	return func(t *jwt.Token) (any, error) {
-		kid, _ := t.Header["kid"].(string)
-		k, err := j.lookup(ctx, kid)
-		if err != nil {
-			return nil, err
+		var k any
+		if _, hasKID := t.Header["kid"]; hasKID {
+			key, err := j.kf.KeyfuncCtx(ctx)(t)
+			if err != nil {
+				return nil, errors.New("unknown key id")
+			}
+			k = key
+		} else {
+			key, err := j.onlyKey(ctx)
+			if err != nil {
+				return nil, err
+			}
+			k = key
+		}
+		if !usableKey(k) {
+			return nil, errors.New("key type not accepted")
 		}
 		switch t.Method.Alg() {
 		case "RS256":
@@ -141,7 +276,7 @@ func (j *JWT) keyFor(ctx context.Context) jwt.Keyfunc {
 				return rk, nil
 			}
 		case "ES256":
-			if ek, ok := k.(*ecdsa.PublicKey); ok && ek.Curve == elliptic.P256() {
+			if ek, ok := k.(*ecdsa.PublicKey); ok {
 				return ek, nil
 			}
 		}
@@ -149,170 +284,22 @@ func (j *JWT) keyFor(ctx context.Context) jwt.Keyfunc {
 	}
 }
 
-func (j *JWT) lookup(ctx context.Context, kid string) (crypto.PublicKey, error) {
-	j.mu.Lock()
-	stale := j.cfg.JWKSURL != "" && time.Since(j.fetchedAt) > j.cfg.Refresh
-	k, ok := j.pick(kid)
-	miss := !ok && j.cfg.JWKSURL != "" && time.Since(j.lastMiss) > minMissRefetch
-	if miss {
-		j.lastMiss = time.Now()
+// onlyKey is the key of a token without kid: the set's single signing key, if it has one.
+func (j *JWT) onlyKey(ctx context.Context) (any, error) {
+	set, err := j.kf.VerificationKeySet(ctx)
+	if err != nil || len(set.Keys) != 1 {
+		return nil, errors.New("token without kid and the key set has more than one key")
 	}
-	j.mu.Unlock()
-	if ok && !stale {
-		return k, nil
-	}
-	if stale || miss {
-		if err := j.load(ctx); err != nil && !ok {
-			return nil, err
-		}
-		j.mu.Lock()
-		k, ok = j.pick(kid)
-		j.mu.Unlock()
-	}
-	if !ok {
-		return nil, errors.New("unknown key id")
-	}
-	return k, nil
+	return set.Keys[0], nil
 }
 
-// pick finds a key; j.mu must be held.
-func (j *JWT) pick(kid string) (crypto.PublicKey, bool) {
-	if kid == "" {
-		if len(j.keys) == 1 {
-			for _, k := range j.keys {
-				return k, true
-			}
-		}
-		return nil, false
+// usableKey accepts RSA public keys of 2048 bits or more and P-256 ECDSA public keys.
+func usableKey(k any) bool {
+	switch k := k.(type) {
+	case *rsa.PublicKey:
+		return k.N.BitLen() >= 2048
+	case *ecdsa.PublicKey:
+		return k.Curve == elliptic.P256()
 	}
-	k, ok := j.keys[kid]
-	return k, ok
-}
-
-// load reads the JWKS from its file or URL and swaps it in.
-func (j *JWT) load(ctx context.Context) error {
-	var data []byte
-	var err error
-	if j.cfg.JWKSFile != "" {
-		data, err = os.ReadFile(j.cfg.JWKSFile)
-	} else {
-		data, err = j.fetch(ctx)
-	}
-	if err != nil {
-		return fmt.Errorf("auth: jwks: %w", err)
-	}
-	keys, err := ParseJWKS(data)
-	if err != nil {
-		return err
-	}
-	j.mu.Lock()
-	j.keys, j.fetchedAt = keys, time.Now()
-	j.mu.Unlock()
-	return nil
-}
-
-func (j *JWT) fetch(ctx context.Context) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, j.cfg.JWKSURL, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := j.cfg.HTTPClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: HTTP %d", j.cfg.JWKSURL, resp.StatusCode)
-	}
-	return io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-}
-
-// jwk is one JSON Web Key (RFC 7517/7518), the members taskbridge reads.
-type jwk struct {
-	Kty string `json:"kty"`
-	Kid string `json:"kid"`
-	Use string `json:"use"`
-	N   string `json:"n"`
-	E   string `json:"e"`
-	Crv string `json:"crv"`
-	X   string `json:"x"`
-	Y   string `json:"y"`
-}
-
-// ParseJWKS reads the RSA and P-256 EC signing keys of a JWKS document, by kid. Keys of
-// other types or for encryption ("use":"enc") are skipped; a set with no usable key is an
-// error.
-func ParseJWKS(data []byte) (map[string]crypto.PublicKey, error) {
-	var set struct {
-		Keys []jwk `json:"keys"`
-	}
-	if err := json.Unmarshal(data, &set); err != nil {
-		return nil, fmt.Errorf("auth: jwks: %w", err)
-	}
-	out := map[string]crypto.PublicKey{}
-	for i, k := range set.Keys {
-		if k.Use != "" && k.Use != "sig" {
-			continue
-		}
-		var pub crypto.PublicKey
-		var err error
-		switch k.Kty {
-		case "RSA":
-			pub, err = rsaKey(k)
-		case "EC":
-			pub, err = ecKey(k)
-		default:
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("auth: jwks: keys[%d]: %w", i, err)
-		}
-		out[k.Kid] = pub
-	}
-	if len(out) == 0 {
-		return nil, errors.New("auth: jwks: no RSA or P-256 signing keys")
-	}
-	return out, nil
-}
-
-func b64int(s string) (*big.Int, error) {
-	b, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
-	if err != nil || len(b) == 0 {
-		return nil, errors.New("bad base64url integer")
-	}
-	return new(big.Int).SetBytes(b), nil
-}
-
-func rsaKey(k jwk) (*rsa.PublicKey, error) {
-	n, err := b64int(k.N)
-	if err != nil {
-		return nil, fmt.Errorf("n: %w", err)
-	}
-	e, err := b64int(k.E)
-	if err != nil || !e.IsInt64() || e.Int64() < 3 || e.Int64() > 1<<31 {
-		return nil, errors.New("e: bad exponent")
-	}
-	if n.BitLen() < 2048 {
-		return nil, errors.New("RSA key shorter than 2048 bits")
-	}
-	return &rsa.PublicKey{N: n, E: int(e.Int64())}, nil
-}
-
-func ecKey(k jwk) (*ecdsa.PublicKey, error) {
-	if k.Crv != "P-256" {
-		return nil, fmt.Errorf("curve %q not supported (P-256 only)", k.Crv)
-	}
-	x, err := b64int(k.X)
-	if err != nil {
-		return nil, fmt.Errorf("x: %w", err)
-	}
-	y, err := b64int(k.Y)
-	if err != nil {
-		return nil, fmt.Errorf("y: %w", err)
-	}
-	pub := &ecdsa.PublicKey{Curve: elliptic.P256(), X: x, Y: y}
-	if !pub.Curve.IsOnCurve(x, y) { //nolint:staticcheck // validating untrusted input
-		return nil, errors.New("point not on curve")
-	}
-	return pub, nil
+	return false
 }
