@@ -16,6 +16,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/auth"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/metrics"
+	"github.com/taskbridge/taskbridge/internal/redact"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
 	"github.com/taskbridge/taskbridge/sep2663"
@@ -400,7 +401,7 @@ func (b *Bridge) Notify(ctx context.Context, sess *store.Session, msg *jsonrpc.M
 		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.StatusTimeout)
 		defer cancel()
 		if err := b.up.Notify(nctx, msg.Method, msg.Params, b.meta(sess)); err != nil {
-			b.log.Debug().Err(err).Str("method", msg.Method).Msg("notification not forwarded")
+			b.log.Debug().Err(err).Str("method", redact.Field(msg.Method)).Msg("notification not forwarded")
 		}
 	}
 }
@@ -488,21 +489,4 @@ func (b *Bridge) toolsList(ctx context.Context, sess *store.Session, req *jsonrp
 		return nil, upstreamErr(err)
 	}
 	return b.advertiseTools(ctx, sess, req, res) // taskSupport per tool: the fallback decision for this client
-}
-
-// upstreamErr maps an upstream failure to the wire: JSON-RPC errors from the upstream pass
-// through; transport failures become CodeUpstream naming the upstream.
-func upstreamErr(err error) error {
-	var je *jsonrpc.Error
-	if errors.As(err, &je) {
-		return je
-	}
-	var ue *sep2663.UpstreamError
-	if errors.As(err, &ue) {
-		return jsonrpc.NewError(jsonrpc.CodeUpstream, "upstream unavailable: "+ue.Error())
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return jsonrpc.NewError(jsonrpc.CodeUpstream, "upstream timed out")
-	}
-	return err
 }

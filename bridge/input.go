@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/redact"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
 	"github.com/taskbridge/taskbridge/sep2663"
@@ -268,12 +269,12 @@ func (b *Bridge) answerInput(ctx context.Context, sess *store.Session, msg *json
 	}
 	in, err := b.st.FindInputByRequestID(ctx, id)
 	if err != nil {
-		b.log.Info().Str("request", id).Msg("answer to an unknown input request dropped")
+		b.log.Info().Str("request", redact.Field(id)).Msg("answer to an unknown input request dropped")
 		return
 	}
 	rec, err := b.record(ctx, in.TaskID)
 	if err != nil || !b.owns(ctx, sess, rec) {
-		b.log.Warn().Str("request", id).Msg("answer from a session that does not own the task dropped")
+		b.log.Warn().Str("request", redact.Field(id)).Msg("answer from a session that does not own the task dropped")
 		return
 	}
 	resp, err := responseToInput(in.Method, msg)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/metrics"
+	"github.com/taskbridge/taskbridge/internal/redact"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -45,21 +46,28 @@ func (b *Bridge) observe(ctx context.Context, sess *store.Session, req *jsonrpc.
 		if err != nil && jsonrpc.AsError(err).Code == jsonrpc.CodeInternalError {
 			lvl = zerolog.WarnLevel
 		}
-		ev := b.log.WithLevel(lvl).Str("method", req.Method).Str("session", sess.ID).
-			Str("id", req.ID.Raw()).Dur("latency", d).Str("outcome", outcome)
+		// Every client-supplied value is clipped (redact.Field): one request cannot make
+		// the log carry megabytes.
+		ev := b.log.WithLevel(lvl).Str("method", redact.Field(req.Method)).Str("session", redact.Field(sess.ID)).
+			Str("id", redact.Field(req.ID.Raw())).Dur("latency", d).Str("outcome", outcome)
 		if note.route != "" {
 			ev = ev.Str("route", note.route)
 		}
 		if sess.Principal != "" {
-			ev = ev.Str("principal", sess.Principal)
+			ev = ev.Str("principal", redact.Field(sess.Principal))
 		}
 		if tid := taskIDOf(req, res); tid != "" {
-			ev = ev.Str("task", tid)
+			ev = ev.Str("task", redact.Field(tid))
 		}
 		if req.Method == "tools/call" {
-			ev = ev.Str("tool", gjson.GetBytes(req.Params, "name").Str)
+			ev = ev.Str("tool", redact.Field(gjson.GetBytes(req.Params, "name").Str))
 		}
 		ev.Int("resBytes", len(res)).Msg("request")
+		if cause := upstreamCause(err); cause != nil {
+			// The client was told only the class; the detail (URL redacted) is for debugging.
+			b.log.Debug().Str("method", redact.Field(req.Method)).Str("id", redact.Field(req.ID.Raw())).
+				Str("cause", redact.Error(cause)).Msg("upstream failure")
+		}
 	}
 }
 

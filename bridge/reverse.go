@@ -350,28 +350,5 @@ func (r *Reverse) forwardModern(ctx context.Context, req *sep2663.Request) (json
 var cacheableMethods = map[string]bool{"tools/list": true, "prompts/list": true, "resources/list": true,
 	"resources/read": true, "resources/templates/list": true}
 
-// reverseUpstreamErr maps an upstream failure to the modern wire: JSON-RPC errors pass
-// through (the retired -32002 "resource not found" becomes -32602); transport failures
-// become CodeUpstream.
-func reverseUpstreamErr(err error) error {
-	var je *jsonrpc.Error
-	if errors.As(err, &je) {
-		if je.Code == -32002 {
-			c := *je
-			c.Code = jsonrpc.CodeInvalidParams
-			return &c
-		}
-		return je
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return jsonrpc.NewError(jsonrpc.CodeUpstream, "upstream timed out")
-	}
-	var ue *legacy.UpstreamError
-	if errors.As(err, &ue) {
-		return jsonrpc.NewError(jsonrpc.CodeUpstream, "upstream unavailable: "+ue.Error())
-	}
-	return err
-}
-
 // isLegacyVersion reports whether v is a revision the legacy face negotiates.
 func isLegacyVersion(v string) bool { return slices.Contains(legacy.SupportedVersions, v) }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/fallback"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/redact"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
 	"github.com/taskbridge/taskbridge/sep2663"
@@ -116,7 +117,7 @@ func (b *Bridge) logDecision(ctx context.Context, sess *store.Session, tool stri
 	if d.Kind == fallback.Host || d.Kind == fallback.Refuse {
 		ev = b.log.Info()
 	}
-	ev.Str("session", sess.ID).Str("tool", tool).Str("decision", string(d.Kind)).Str("reason", d.Reason).Msg("fallback decision")
+	ev.Str("session", sess.ID).Str("tool", redact.Field(tool)).Str("decision", string(d.Kind)).Str("reason", d.Reason).Msg("fallback decision")
 	noteRoute(ctx, string(d.Kind)) // the request log line and the fallback metric
 	if b.cfg.OnDecision != nil {
 		b.cfg.OnDecision(string(d.Kind), d.Reason)

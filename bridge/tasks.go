@@ -226,12 +226,12 @@ func (b *Bridge) failCreate(ctx context.Context, rec *store.Task, err error) err
 	case errors.Is(err, syscall.ECONNREFUSED):
 		rec.Outcome = store.OutcomeFailed
 		rec.StatusMessage = "The upstream refused the connection; the tool did not run."
-		je = jsonrpc.NewError(jsonrpc.CodeUpstream, upstreamErr(err).Error()).
+		je = jsonrpc.NewError(jsonrpc.CodeUpstream, upstreamClass(err)).
 			WithData(map[string]any{"retryable": true, "outcome": "failed"})
 	default:
 		rec.Outcome = store.OutcomeUnknown
 		rec.StatusMessage = "The upstream did not answer; whether the tool ran is unknown."
-		je = jsonrpc.NewError(jsonrpc.CodeUpstream, upstreamErr(err).Error()).
+		je = jsonrpc.NewError(jsonrpc.CodeUpstream, upstreamClass(err)).
 			WithData(map[string]any{"retryable": false, "outcome": "unknown"})
 	}
 	if uerr := b.st.UpdateTask(ctx, rec); uerr != nil {

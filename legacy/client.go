@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/redact"
 )
 
 // ErrSessionGone is returned (wrapped) when the upstream answers 404 to a request of an
@@ -61,7 +62,8 @@ type ClientOptions struct {
 // Client opens sessions to one legacy upstream. It holds no session itself; see Session
 // and Pool. Safe for concurrent use.
 type Client struct {
-	url    string
+	url    string // where requests go, credentials and all
+	shown  string // url redacted (internal/redact): the only form that leaves this type
 	http   *http.Client
 	info   Implementation
 	caps   json.RawMessage
@@ -87,11 +89,12 @@ func NewClient(o ClientOptions) *Client {
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = 16 << 20
 	}
-	return &Client{url: o.URL, http: hc, info: o.ClientInfo, caps: o.Capabilities, header: o.Header, max: o.MaxMessageBytes}
+	return &Client{url: o.URL, shown: redact.URL(o.URL), http: hc, info: o.ClientInfo, caps: o.Capabilities, header: o.Header, max: o.MaxMessageBytes}
 }
 
-// URL returns the upstream endpoint.
-func (c *Client) URL() string { return c.url }
+// URL returns the upstream endpoint in its redacted form (no userinfo, no query): what
+// logs, records and errors may show.
+func (c *Client) URL() string { return c.shown }
 
 // RequestHandler answers one server→client request (elicitation/create,
 // sampling/createMessage, roots/list, ping, …) that arrived on a response stream. It runs
@@ -142,10 +145,10 @@ func (c *Client) ConnectAs(ctx context.Context, p InitializeParams) (*Session, e
 		return nil, fmt.Errorf("legacy upstream initialize: %w", err)
 	}
 	if err := json.Unmarshal(res, &s.init); err != nil {
-		return nil, &UpstreamError{URL: c.url, Method: "initialize", Err: fmt.Errorf("bad initialize result: %w", err)}
+		return nil, &UpstreamError{URL: c.shown, Method: "initialize", Err: fmt.Errorf("bad initialize result: %w", err)}
 	}
 	if !supportedVersion(s.init.ProtocolVersion) {
-		return nil, &UpstreamError{URL: c.url, Method: "initialize", Err: fmt.Errorf("unsupported protocol version %q", s.init.ProtocolVersion)}
+		return nil, &UpstreamError{URL: c.shown, Method: "initialize", Err: fmt.Errorf("unsupported protocol version %q", s.init.ProtocolVersion)}
 	}
 	s.initRaw = res
 	s.version = s.init.ProtocolVersion
@@ -211,17 +214,19 @@ type UpstreamError struct {
 	Err    error
 }
 
+// Error names the upstream URL (redacted) and the method; for logs only (clients are told
+// the class of the failure).
 func (e *UpstreamError) Error() string {
 	if e.Status != 0 {
-		return fmt.Sprintf("legacy upstream %s: %s: HTTP %d: %v", e.URL, e.Method, e.Status, e.Err)
+		return fmt.Sprintf("legacy upstream %s: %s: HTTP %d: %s", e.URL, e.Method, e.Status, redact.Error(e.Err))
 	}
-	return fmt.Sprintf("legacy upstream %s: %s: %v", e.URL, e.Method, e.Err)
+	return fmt.Sprintf("legacy upstream %s: %s: %s", e.URL, e.Method, redact.Error(e.Err))
 }
 
 func (e *UpstreamError) Unwrap() error { return e.Err }
 
 func (s *Session) upErr(method string, status int, err error) *UpstreamError {
-	return &UpstreamError{URL: s.c.url, Method: method, Status: status, Err: err}
+	return &UpstreamError{URL: s.c.shown, Method: method, Status: status, Err: err}
 }
 
 func (s *Session) headers(h http.Header) {

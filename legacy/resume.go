@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/redact"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -248,7 +249,7 @@ func (s *Server) serveResumable(w http.ResponseWriter, r *http.Request, sess *st
 func (s *Server) serveSafely(ctx context.Context, sess *store.Session, msg *jsonrpc.Message, out Stream) (res json.RawMessage, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			s.log.Error().Str("session", sess.ID).Str("method", msg.Method).Str("stack", string(debug.Stack())).Msg("legacy: handler panicked")
+			s.log.Error().Str("session", sess.ID).Str("method", redact.Field(msg.Method)).Str("stack", string(debug.Stack())).Msg("legacy: handler panicked")
 			res, err = nil, jsonrpc.ErrInternal
 		}
 	}()

@@ -20,6 +20,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/redact"
 )
 
 // ClientOptions configure a Client.
@@ -56,7 +57,8 @@ type Transport interface {
 // Concurrency: safe for concurrent use. All fields are set by NewClient and never written
 // again, except nextID, which is atomic.
 type Client struct {
-	url    string
+	url    string // where requests go, credentials and all
+	shown  string // url redacted (internal/redact): the only form that leaves this type
 	http   *http.Client
 	info   Implementation
 	header http.Header
@@ -81,6 +83,7 @@ func NewClient(o ClientOptions) *Client {
 	if c.tr != nil && c.url == "" {
 		c.url = c.tr.Name()
 	}
+	c.shown = redact.URL(c.url)
 	if c.http == nil {
 		c.http = defaultHTTPClient()
 	}
@@ -90,8 +93,9 @@ func NewClient(o ClientOptions) *Client {
 	return c
 }
 
-// URL returns the upstream endpoint.
-func (c *Client) URL() string { return c.url }
+// URL returns the upstream endpoint in its redacted form (no userinfo, no query): what
+// logs, records and errors may show.
+func (c *Client) URL() string { return c.shown }
 
 // RequestMeta is the per-request 2026-07-28 envelope the client injects into params._meta.
 type RequestMeta struct {
@@ -112,13 +116,14 @@ type UpstreamError struct {
 	Err        error
 }
 
-// Error names the upstream URL and the method, e.g.
-// "upstream http://x/mcp: tools/call: connection refused".
+// Error names the upstream URL (redacted) and the method, e.g.
+// "upstream http://x/mcp: tools/call: connection refused". It is for logs: clients are
+// told only the class of the failure (see the bridge's upstreamErr).
 func (e *UpstreamError) Error() string {
 	if e.StatusCode != 0 && e.StatusCode/100 != 2 {
-		return fmt.Sprintf("upstream %s: %s: HTTP %d: %v", e.URL, e.Method, e.StatusCode, e.Err)
+		return fmt.Sprintf("upstream %s: %s: HTTP %d: %s", e.URL, e.Method, e.StatusCode, redact.Error(e.Err))
 	}
-	return fmt.Sprintf("upstream %s: %s: %v", e.URL, e.Method, e.Err)
+	return fmt.Sprintf("upstream %s: %s: %s", e.URL, e.Method, redact.Error(e.Err))
 }
 
 // Unwrap returns the cause.
@@ -138,7 +143,7 @@ func (c *Client) upstreamErr(method string, status int, err error) *UpstreamErro
 	if errors.As(err, &ue) {
 		err = ue.Err // the URL is named by UpstreamError itself
 	}
-	return &UpstreamError{URL: c.url, Method: method, StatusCode: status, Err: err}
+	return &UpstreamError{URL: c.shown, Method: method, StatusCode: status, Err: err}
 }
 
 // Call sends one request and returns its raw result. See the package documentation for

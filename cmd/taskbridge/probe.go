@@ -15,6 +15,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/fallback"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/redact"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/sep2663"
 )
@@ -80,7 +81,7 @@ func cmdProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	rep := buildReport(url, m, fallback.Policy{HostAllow: splitList(*allow), HostDeny: splitList(*deny), NoHosting: *noHosting})
+	rep := buildReport(redact.URL(url), m, fallback.Policy{HostAllow: splitList(*allow), HostDeny: splitList(*deny), NoHosting: *noHosting})
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -94,6 +95,7 @@ func cmdProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // probeUpstream detects the era as 2026-07-28 prescribes (server/discover first; a
 // non-modern error means a legacy server, then initialize) and lists the tools.
 func probeUpstream(ctx context.Context, url string) (fallback.UpstreamManifest, error) {
+	shown := redact.URL(url) // what errors may name
 	mc := sep2663.NewClient(sep2663.ClientOptions{URL: url, ClientInfo: sep2663.Implementation{Name: "taskbridge-probe", Version: version}})
 	d, derr := mc.Discover(ctx)
 	if derr == nil {
@@ -106,15 +108,15 @@ func probeUpstream(ctx context.Context, url string) (fallback.UpstreamManifest, 
 	if !fallback.DiscoverMeansLegacy(derr) {
 		var je *jsonrpc.Error
 		if errors.As(derr, &je) {
-			return fallback.UpstreamManifest{}, fmt.Errorf("%s speaks MCP 2026-07-28 but refused server/discover: %d %s", url, je.Code, je.Message)
+			return fallback.UpstreamManifest{}, fmt.Errorf("%s speaks MCP 2026-07-28 but refused server/discover: %d %s", shown, je.Code, je.Message)
 		}
-		return fallback.UpstreamManifest{}, fmt.Errorf("%s does not speak MCP: server/discover: %v", url, derr)
+		return fallback.UpstreamManifest{}, fmt.Errorf("%s does not speak MCP: server/discover: %v", shown, derr)
 	}
 	lc := legacy.NewClient(legacy.ClientOptions{URL: url, Capabilities: json.RawMessage(`{}`),
 		ClientInfo: legacy.Implementation{Name: "taskbridge-probe", Version: version}})
 	sess, err := lc.Connect(ctx)
 	if err != nil {
-		return fallback.UpstreamManifest{}, fmt.Errorf("%s does not speak MCP: server/discover: %v; initialize: %v", url, derr, err)
+		return fallback.UpstreamManifest{}, fmt.Errorf("%s does not speak MCP: server/discover: %v; initialize: %v", shown, derr, err)
 	}
 	defer sess.Close(context.WithoutCancel(ctx))
 	_, raw := sess.InitializeResult()

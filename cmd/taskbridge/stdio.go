@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskbridge/taskbridge/bridge"
+	"github.com/taskbridge/taskbridge/internal/redact"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/sep2663"
 )
@@ -31,12 +32,13 @@ func (u *upstreamFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&u.termWait, "upstream-term-wait", 5*time.Second, "then wait this long after SIGTERM before SIGKILL")
 }
 
-// describe names the upstream for the startup line.
+// describe names the upstream for the startup line, logs and /status: the URL in its
+// redacted form (no userinfo, no query).
 func (u *upstreamFlags) describe() string {
 	if u.cmd != "" {
 		return "child " + u.cmd
 	}
-	return u.url
+	return redact.URL(u.url)
 }
 
 // open builds the upstream client. stop shuts a child down (a no-op for a URL).

@@ -18,6 +18,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/bridge"
 	"github.com/taskbridge/taskbridge/internal/config"
+	"github.com/taskbridge/taskbridge/internal/redact"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -176,8 +177,9 @@ type view struct {
 
 func taskView(t *store.Task) view {
 	v := view{ID: t.ID, Owner: t.Owner, SessionID: t.SessionID, RequestID: t.RequestID, IdempotencyKey: t.IdempotencyKey,
-		Origin: t.Origin, UpstreamTaskID: t.UpstreamTaskID, Mode: string(t.Mode), Tool: t.Tool, ArgsHash: t.ArgsHash,
-		Status: string(t.Status), StatusMessage: t.StatusMessage, Outcome: string(t.Outcome), OutcomeDetail: t.OutcomeDetail,
+		Origin: redact.URL(t.Origin), UpstreamTaskID: t.UpstreamTaskID, Mode: string(t.Mode), Tool: t.Tool, ArgsHash: t.ArgsHash,
+		// Rows written before redaction existed may quote a URL with credentials: shown redacted.
+		Status: string(t.Status), StatusMessage: redact.Text(t.StatusMessage), Outcome: string(t.Outcome), OutcomeDetail: redact.Text(t.OutcomeDetail),
 		CreatedAt: t.CreatedAt, LastUpdatedAt: t.LastUpdatedAt, TTLMs: t.TTLMs, PollIntervalMs: t.PollIntervalMs,
 		ResultBytes: len(t.Result), Version: t.Version}
 	if exp, ok := t.ExpiresAt(); ok {
@@ -189,7 +191,7 @@ func taskView(t *store.Task) view {
 	}
 	if len(t.Error) > 0 {
 		code := gjson.GetBytes(t.Error, "code").Int()
-		v.ErrorCode, v.ErrorMessage = &code, gjson.GetBytes(t.Error, "message").Str
+		v.ErrorCode, v.ErrorMessage = &code, redact.Text(gjson.GetBytes(t.Error, "message").Str)
 	}
 	return v
 }

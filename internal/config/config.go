@@ -33,6 +33,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/taskbridge/taskbridge/internal/auth"
+	"github.com/taskbridge/taskbridge/internal/redact"
 )
 
 // EnvPrefix prefixes every environment variable.
@@ -46,7 +47,7 @@ const DateLayout = "2006-01-02"
 type Config struct {
 	Listen                string        `key:"listen" help:"address of the MCP listener; the endpoint is http://ADDR/mcp"`
 	Admin                 string        `key:"admin" help:"address of the admin listener (/metrics, /healthz, /readyz, /status, POST /admin/drain); empty or \"off\": none, and /metrics and /readyz are served on the MCP listener"`
-	Upstream              string        `key:"upstream" help:"URL of the SEP-2663 (2026-07-28) upstream MCP endpoint (required by serve)"`
+	Upstream              string        `key:"upstream" secret:"url" help:"URL of the SEP-2663 (2026-07-28) upstream MCP endpoint (required by serve)"`
 	UpstreamCmd           string        `key:"upstream_cmd" help:"run the upstream as a child process over stdio instead: \"CMD ARGS\" (quotes group words; not a shell)"`
 	UpstreamCloseWait     time.Duration `key:"upstream_close_wait" help:"on shutdown, how long to wait for the upstream child to exit after closing its stdin"`
 	UpstreamTermWait      time.Duration `key:"upstream_term_wait" help:"then how long to wait after SIGTERM before SIGKILL"`
@@ -554,7 +555,7 @@ func (c *Config) Validate(needUpstream bool) error {
 		bad("upstream", "required (or upstream_cmd): the URL of the SEP-2663 upstream, e.g. http://mcp-server:9000/mcp")
 	case c.Upstream != "":
 		if u, err := url.Parse(c.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad("upstream", "want an http:// or https:// URL, got %q", c.Upstream)
+			bad("upstream", "want an http:// or https:// URL, got %q", redact.URL(c.Upstream))
 		}
 	}
 	if !strings.HasPrefix(c.Store, "sqlite:") && !strings.HasPrefix(c.Store, "postgres://") && !strings.HasPrefix(c.Store, "postgresql://") {

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/taskbridge/taskbridge/internal/redact"
 )
 
 // Mask is what a secret is printed as.
@@ -45,6 +47,8 @@ func (c *Config) Print(w io.Writer) error {
 				s = MaskSecret(s)
 			case "dsn":
 				s = MaskDSN(s)
+			case "url":
+				s = redact.URL(s) // no userinfo, no query: either may carry a credential
 			}
 			v = &yaml.Node{Kind: yaml.ScalarNode, Value: s}
 		}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/taskbridge/taskbridge/internal/redact"
 )
 
 // statusData is what the /status page and /status.json show.
@@ -32,7 +34,7 @@ type replicaData struct {
 
 func (s *server) data(r *http.Request) statusData {
 	now := s.o.Now()
-	d := statusData{Version: s.o.Version, Upstream: s.o.Upstream, Draining: s.o.Drain.Draining(),
+	d := statusData{Version: s.o.Version, Upstream: redact.URL(s.o.Upstream), Draining: s.o.Drain.Draining(),
 		KillSwitch: s.o.KillSwitch, Checks: s.checks(r.Context()),
 		Decisions: s.o.Metrics.Values("fallback_decisions_total"),
 		Replica:   replicaData{InflightRequests: s.o.Inflight.Count()}}

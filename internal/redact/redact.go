@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 )
 
 // URL returns raw without userinfo, query or fragment. A string that is not an absolute
@@ -61,4 +62,21 @@ func Error(err error) string {
 		return ""
 	}
 	return Text(err.Error())
+}
+
+// MaxField is the most bytes of a client-supplied value (a JSON-RPC id, a method, a tool
+// name, a task id) that a log line carries.
+const MaxField = 128
+
+// Field clips a client-supplied value for a log line to MaxField bytes (at a UTF-8
+// boundary, marked with "…"), so a client cannot make one request write megabytes of log.
+func Field(s string) string {
+	if len(s) <= MaxField {
+		return s
+	}
+	cut := MaxField
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestURL(t *testing.T) {
@@ -35,5 +36,16 @@ func TestText(t *testing.T) {
 	}
 	if Error(nil) != "" {
 		t.Fatal("Error(nil) must be empty")
+	}
+}
+
+func TestField(t *testing.T) {
+	if got := Field("tools/call"); got != "tools/call" {
+		t.Fatalf("short value changed: %q", got)
+	}
+	long := strings.Repeat("é", 200) // 400 bytes, 2-byte runes
+	got := Field(long)
+	if len(got) > MaxField+len("…") || !strings.HasSuffix(got, "…") || !utf8.ValidString(got) {
+		t.Fatalf("Field(400 bytes) = %d bytes %q", len(got), got)
 	}
 }
