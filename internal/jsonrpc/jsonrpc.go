@@ -102,8 +102,10 @@ func (m *Message) IsNotification() bool { return m.Method != "" && m.ID.IsZero()
 func (m *Message) IsResponse() bool { return m.Method == "" }
 
 // Decode parses one JSON-RPC message and checks the framing rules. A batch (JSON array) is
-// refused: neither MCP 2025-11-25 nor 2026-07-28 allows batching. The returned error is a
-// *Error ready to send (-32700 for bad JSON, -32600 for a bad envelope).
+// refused: neither MCP 2025-11-25 nor 2026-07-28 allows batching. So is a message that
+// could be read two ways: a member name given twice at any depth, or envelope and params
+// names that differ only in case (dupkeys.go). The returned error is a *Error ready to
+// send (-32700 for bad JSON, -32600 for a bad envelope).
 func Decode(b []byte) (*Message, error) {
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
@@ -124,6 +126,9 @@ func Decode(b []byte) (*Message, error) {
 	}
 	if err := m.check(); err != nil {
 		return nil, err
+	}
+	if err := checkDuplicateKeys(b); err != nil {
+		return nil, wireError(err) // one reading of every message (dupkeys.go)
 	}
 	return &m, nil
 }
