@@ -48,6 +48,10 @@ type Config struct {
 	// InputTimeout bounds how long a stream waits for the answer to a relayed input request
 	// before giving up (the task stays input_required). Default 5 min.
 	InputTimeout time.Duration
+	// PollFaultBudget is how many upstream tasks/get replies in a row may break the
+	// protocol (or be about another task) before the task ends failed with an unknown
+	// outcome; a sync-collapsed call gives up after as many failed polls. Default 5.
+	PollFaultBudget int
 	// NoUpstreamPush turns off subscriptions/listen towards the upstream (push.go); the
 	// bridge then learns of upstream changes by polling only.
 	NoUpstreamPush bool
@@ -137,6 +141,9 @@ func (c *Config) setDefaults() {
 	defDur(&c.CallTimeout, 10*time.Minute)
 	if c.ListPageSize <= 0 {
 		c.ListPageSize = 50
+	}
+	if c.PollFaultBudget <= 0 {
+		c.PollFaultBudget = 5
 	}
 	def64(&c.MaxResultBytes, 8<<20)
 	defDur(&c.AuditRetention, 30*24*time.Hour)

@@ -15,10 +15,6 @@ import (
 	"github.com/taskbridge/taskbridge/store"
 )
 
-// maxPollFailures is how many upstream tasks/get failures in a row a sync-collapsed call
-// tolerates before it answers with an unknown outcome.
-const maxPollFailures = 5
-
 // callSync serves tools/call without params.task. An upstream task is polled to its end and
 // answered synchronously ("sync collapse"), with heartbeats so the request is never a
 // silent long wait. notifications/cancelled for the call becomes an upstream tasks/cancel.
@@ -94,17 +90,20 @@ func (c *collapser) step(ctx context.Context) (res json.RawMessage, done bool, e
 		if errors.As(err, &je) && je.Code == jsonrpc.CodeInvalidParams {
 			return nil, true, unknownOutcome("the upstream lost the task")
 		}
-		if c.failures++; c.failures >= maxPollFailures || ctx.Err() != nil {
+		if c.failures++; c.failures >= c.b.cfg.PollFaultBudget || ctx.Err() != nil {
 			return nil, true, unknownOutcome("the upstream stopped answering tasks/get")
 		}
 		return nil, false, nil
 	}
-	c.failures = 0
 	c.message = dt.StatusMessage
 	status, ok := mapping.NormalizeStatus(string(dt.Status))
-	if !ok {
-		return nil, false, nil // an upstream fault; keep polling
+	if !ok { // an upstream fault: an unknown status counts against the budget
+		if c.failures++; c.failures >= c.b.cfg.PollFaultBudget {
+			return nil, true, unknownOutcome("the upstream kept answering tasks/get with an unknown status")
+		}
+		return nil, false, nil
 	}
+	c.failures = 0
 	switch status {
 	case sep2663.StatusCompleted:
 		res, err := mapping.StripModern(dt.Result)

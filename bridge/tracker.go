@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -38,6 +39,7 @@ type tracker struct {
 	// delivered only by another replica waits redeliverGrace before being sent here.
 	sentHere  map[string]bool
 	unchanged int // polls in a row that saw no change (for backoff)
+	faults    int // polls in a row whose reply broke the protocol (the failure budget)
 
 	wake chan struct{} // nudges the loop (buffer 1)
 }
@@ -204,15 +206,68 @@ func (t *tracker) poll(upstreamID, sessionID string) {
 			t.lost(ctx)
 			return
 		}
+		if invalidReply(err) {
+			t.fault(ctx, err)
+			return
+		}
 		t.b.log.Warn().Err(err).Str("task", t.id).Msg("upstream tasks/get failed")
 		return
 	}
 	obs, err := mapping.Observe(dt)
 	if err != nil {
-		t.b.log.Warn().Err(err).Str("task", t.id).Msg("upstream fault: unknown task status; keeping the last known one")
+		t.fault(ctx, err) // an unknown task status
 		return
 	}
+	t.mu.Lock()
+	t.faults = 0
+	t.mu.Unlock()
 	t.observe(ctx, dt, obs)
+}
+
+// invalidReply reports whether a tasks/get failure is the upstream answering something
+// that breaks the protocol (or is about another task), as opposed to not answering: a
+// timeout, a refused connection, a 5xx page from a proxy while the upstream restarts.
+func invalidReply(err error) bool {
+	var ue *sep2663.UpstreamError
+	if !errors.Is(err, sep2663.ErrInvalidReply) || !errors.As(err, &ue) {
+		return false
+	}
+	return ue.StatusCode == 0 || ue.StatusCode/100 == 2
+}
+
+// fault counts one invalid tasks/get reply: never adopted into the record, logged,
+// counted; after PollFaultBudget of them in a row the task ends failed with an unknown
+// outcome instead of staying working until its ttl.
+func (t *tracker) fault(ctx context.Context, err error) {
+	kind := "upstream_invalid_reply"
+	if errors.Is(err, sep2663.ErrTaskMismatch) {
+		kind = "upstream_task_mismatch"
+	}
+	t.b.cfg.Metrics.AnswerRefused(kind)
+	t.mu.Lock()
+	t.faults++
+	n := t.faults
+	t.mu.Unlock()
+	t.b.log.Warn().Err(err).Str("task", t.id).Int("inARow", n).Int("budget", t.b.cfg.PollFaultBudget).
+		Msg("upstream fault: invalid tasks/get reply not adopted; keeping the last known state")
+	if n < t.b.cfg.PollFaultBudget {
+		return
+	}
+	msg := fmt.Sprintf("The upstream answered %d invalid replies to tasks/get in a row; the bridge stopped watching the task and its outcome is unknown.", n)
+	t.update(ctx, func(r *store.Task) bool {
+		if r.Status.Terminal() {
+			if r.Outcome == store.OutcomePending {
+				r.Outcome, r.OutcomeDetail = store.OutcomeUnknown, msg
+				return true
+			}
+			return false
+		}
+		r.Status, r.StatusMessage, r.Outcome = store.StatusFailed, msg, store.OutcomeUnknown
+		r.Error = mustJSON(jsonrpc.NewError(jsonrpc.CodeUpstream, msgUpstreamInvalid).
+			WithData(map[string]any{"retryable": false, "outcome": "unknown"}))
+		r.LastUpdatedAt = t.b.cfg.Now().UTC()
+		return true
+	})
 }
 
 // observe applies an upstream observation to the record through the store.

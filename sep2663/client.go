@@ -515,7 +515,8 @@ func (c *Client) CallTool(ctx context.Context, params json.RawMessage, meta Requ
 }
 
 // GetTask calls tasks/get. It is lenient about resultType: "complete" (the schema) and
-// "task" (some spec examples) are both read as a DetailedTask.
+// "task" (some spec examples) are both read as a DetailedTask. An answer whose taskId is
+// not taskID is an invalid reply (ErrInvalidReply), never a task.
 func (c *Client) GetTask(ctx context.Context, taskID string, meta RequestMeta) (*DetailedTask, error) {
 	res, err := c.taskCall(ctx, MethodTasksGet, GetTaskParams{TaskID: taskID}, meta)
 	if err != nil {
@@ -531,6 +532,11 @@ func (c *Client) GetTask(ctx context.Context, taskID string, meta RequestMeta) (
 	}
 	if t.TaskID == "" {
 		return nil, c.invalid(MethodTasksGet, "task without taskId")
+	}
+	if t.TaskID != taskID {
+		// An answer about another task (a confused or malicious upstream, a mixed-up
+		// proxy) is never adopted into the record that asked.
+		return nil, c.upstreamErr(MethodTasksGet, 0, ErrTaskMismatch)
 	}
 	return &t, nil
 }

@@ -659,3 +659,13 @@ func TestDefaultHTTPClientPool(t *testing.T) {
 		t.Fatalf("defaults: %q %+v", c.URL(), c.info)
 	}
 }
+
+// TestGetTaskAboutAnotherTask (issue 12, acceptance 7): an upstream tasks/get answer whose
+// taskId is not the one asked for is an invalid reply, never a task.
+func TestGetTaskAboutAnotherTask(t *testing.T) {
+	u := newUpstream(t, result(`{"resultType":"complete","taskId":"someone-elses","status":"completed","createdAt":"a","lastUpdatedAt":"b","ttlMs":null,"result":{"content":[]}}`))
+	task, err := u.client().GetTask(context.Background(), "mine", RequestMeta{})
+	if task != nil || !errors.Is(err, ErrInvalidReply) {
+		t.Fatalf("GetTask(mine) answered for someone-elses = %+v, %v; want ErrInvalidReply", task, err)
+	}
+}

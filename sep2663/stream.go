@@ -21,6 +21,9 @@ var maxBody = 64 << 20
 // JSON-RPC (unknown resultType, missing taskId, a body that is not JSON-RPC, …).
 var ErrInvalidReply = errors.New("invalid upstream reply")
 
+// ErrTaskMismatch is the invalid reply of a tasks/get answered with another task's taskId.
+var ErrTaskMismatch = fmt.Errorf("%w: tasks/get answer is about another task", ErrInvalidReply)
+
 // errTooLarge reports a body or SSE event above maxBody.
 var errTooLarge = fmt.Errorf("%w: body or event larger than the size cap", ErrInvalidReply)
 

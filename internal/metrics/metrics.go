@@ -68,6 +68,7 @@ type Metrics struct {
 	pollsCoalesced  prometheus.Counter
 	upstreamPolls   prometheus.Counter
 	inputsRelayed   *prometheus.CounterVec
+	answersRefused  *prometheus.CounterVec
 	legacyClients   *prometheus.CounterVec
 	draining        prometheus.Gauge
 	killSwitch      prometheus.Gauge
@@ -110,6 +111,8 @@ func New(version string) *Metrics {
 		"Upstream tasks/get polls made on behalf of legacy tasks.")
 	m.inputsRelayed = f.counterVec("input_requests_relayed_total",
 		"Upstream input requests relayed to legacy clients as server-to-client requests, by method.", "method")
+	m.answersRefused = f.counterVec("answers_refused_total",
+		"Peer answers the bridge refused to adopt, by kind (upstream_task_mismatch, upstream_invalid_reply, foreign_input_answer).", "kind")
 	m.legacyClients = f.counterVec("legacy_clients_total",
 		"Legacy sessions opened, by clientInfo name and version and protocol version.",
 		"client_name", "client_version", "protocol_version")
@@ -216,6 +219,16 @@ func (m *Metrics) InputRelayed(method string) {
 		return
 	}
 	m.inputsRelayed.WithLabelValues(Method(method)).Inc()
+}
+
+// AnswerRefused counts a peer answer that was not adopted: an upstream tasks/get about
+// another task, an upstream reply that breaks the protocol, an input answer from a session
+// or principal that was not asked. kind is one of a fixed set chosen by the caller.
+func (m *Metrics) AnswerRefused(kind string) {
+	if m == nil {
+		return
+	}
+	m.answersRefused.WithLabelValues(kind).Inc()
 }
 
 // LegacyClient counts a legacy session opened by a client with this clientInfo.
