@@ -53,8 +53,12 @@ func (b *Bridge) hostTask(ctx context.Context, sess *store.Session, req *jsonrpc
 	if !ok {
 		return nil, errTaskNotFound
 	}
-	if rec, err := b.st.FindTaskByRequest(ctx, sess.ID, req.ID.Raw()); err == nil {
-		return createResult(rec) // a repeated request id: the task it made already
+	rec := b.newRecord(sess, req, task)
+	if prev, ok, err := b.earlierTask(ctx, rec); err != nil || ok {
+		if err != nil {
+			return nil, err
+		}
+		return createResult(prev) // a repeated request id of the same call: the task it made
 	}
 	params, err := withoutKey(req.Params, "task")
 	if err != nil {
@@ -64,7 +68,6 @@ func (b *Bridge) hostTask(ctx context.Context, sess *store.Session, req *jsonrpc
 	if err != nil {
 		return nil, err
 	}
-	rec := b.newRecord(sess, req, task)
 	rec.Mode = store.ModeHost
 	rec.StatusMessage = msgHostQueued
 	rec.IdempotencyKey = key
@@ -93,8 +96,10 @@ func (b *Bridge) hostTask(ctx context.Context, sess *store.Session, req *jsonrpc
 	if err := b.st.CreateTask(ctx, rec); err != nil {
 		<-b.fb.slots
 		if errors.Is(err, store.ErrConflict) {
-			if prev, err2 := b.st.FindTaskByRequest(ctx, sess.ID, req.ID.Raw()); err2 == nil {
+			if prev, err2 := b.racedRequest(ctx, rec); err2 == nil {
 				return createResult(prev)
+			} else if errors.Is(err2, errRequestIDBusy) {
+				return nil, err2
 			}
 			if prev, err2 := b.st.FindTaskByIdempotencyKey(ctx, own, key); key != "" && err2 == nil {
 				return b.replay(prev, rec.Tool, rec.ArgsHash)

@@ -213,6 +213,10 @@ type Store interface {
 	// ReleaseIdempotencyKey clears a task's IdempotencyKey (an operator reconciled it), so
 	// a new task may take the key. ErrNotFound for an unknown id.
 	ReleaseIdempotencyKey(ctx context.Context, id string) error
+	// ReleaseRequestID clears a task's RequestID when it is still requestID (the session
+	// reused the id for another call), so the new task may take it: (SessionID, RequestID)
+	// stays unique. ErrNotFound when the task does not hold that id (any more).
+	ReleaseRequestID(ctx context.Context, id, requestID string) error
 	// PurgeExpired applies the TTL: every terminal task whose ttl ran out before now loses
 	// its payload (Result, Error, StatusMessage, ProgressToken and its inputs; Version is
 	// bumped) and keeps its audit part (owner, tool, arguments hash, timestamps, outcome);

@@ -27,6 +27,11 @@ func (s *Store) ReleaseIdempotencyKey(ctx context.Context, id string) error {
 	return s.execOne(ctx, "release idempotency key", `UPDATE tasks SET idempotency_key = '' WHERE id = ?`, id)
 }
 
+// ReleaseRequestID clears the task's request id if it is still requestID.
+func (s *Store) ReleaseRequestID(ctx context.Context, id, requestID string) error {
+	return s.execOne(ctx, "release request id", `UPDATE tasks SET request_id = '' WHERE id = ? AND request_id = ? AND request_id != ''`, id, requestID)
+}
+
 // PurgeExpired deletes payloads after the ttl and whole records after the retention, in
 // one transaction.
 func (s *Store) PurgeExpired(ctx context.Context, now time.Time, retention time.Duration) (purged, deleted int, err error) {

@@ -44,6 +44,32 @@ func testReleaseIdempotencyKey(t *testing.T, s store.Store) {
 	wantErr(t, s.ReleaseIdempotencyKey(ctx, "nope"), store.ErrNotFound, "ReleaseIdempotencyKey(unknown)")
 }
 
+// testReleaseRequestID: a session's request id names one task at a time; released, it can
+// name a new one, and the old task keeps everything else.
+func testReleaseRequestID(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := newTask("r1", "alice")
+	a.SessionID, a.RequestID = "sess", "0"
+	must(t, s.CreateTask(ctx, a), "CreateTask")
+	b := newTask("r2", "alice")
+	b.SessionID, b.RequestID, b.Tool = "sess", "0", "other_tool"
+	wantErr(t, s.CreateTask(ctx, b), store.ErrConflict, "CreateTask with a taken request id")
+	wantErr(t, s.ReleaseRequestID(ctx, "r1", "1"), store.ErrNotFound, "ReleaseRequestID(another id)")
+	must(t, s.ReleaseRequestID(ctx, "r1", "0"), "ReleaseRequestID")
+	wantErr(t, s.ReleaseRequestID(ctx, "r1", "0"), store.ErrNotFound, "ReleaseRequestID twice")
+	must(t, s.CreateTask(ctx, b), "CreateTask after release")
+	got, err := s.FindTaskByRequest(ctx, "sess", "0")
+	must(t, err, "FindTaskByRequest")
+	if got.ID != "r2" {
+		t.Errorf("FindTaskByRequest after release = %s, want r2", got.ID)
+	}
+	old, err := s.GetTask(ctx, "r1")
+	must(t, err, "GetTask")
+	if old.RequestID != "" || old.Tool != a.Tool || old.Owner != "alice" {
+		t.Errorf("released task: request id %q tool %q; want the id cleared and the rest kept", old.RequestID, old.Tool)
+	}
+}
+
 func testPurgeExpired(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	ttl := int64(60_000)

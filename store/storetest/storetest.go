@@ -64,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"PurgeSessions", testPurgeSessions},
 		{"CountActive", testCountActive},
 		{"ReleaseIdempotencyKey", testReleaseIdempotencyKey},
+		{"ReleaseRequestID", testReleaseRequestID},
 		{"PurgeExpired", testPurgeExpired},
 	}
 	for _, tt := range tests {
