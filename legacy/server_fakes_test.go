@@ -121,7 +121,7 @@ func (m *memStore) ListActive(context.Context) ([]*store.Task, error) { return n
 func (m *memStore) ListUnsettled(context.Context) ([]*store.Task, error) {
 	return nil, errUnused
 }
-func (m *memStore) CountActive(context.Context, string) (int, error) { return 0, errUnused }
+func (m *memStore) CountActive(context.Context, string) (int, error)       { return 0, errUnused }
 func (m *memStore) ReleaseRequestID(context.Context, string, string) error { return errUnused }
 func (m *memStore) ReleaseIdempotencyKey(context.Context, string) error {
 	return errUnused
