@@ -170,7 +170,7 @@ type Bridge struct {
 	mu       sync.Mutex
 	trackers map[string]*tracker              // non-terminal (or outcome-pending) tasks, by bridge id
 	inflight map[string]context.CancelFunc    // "session\x00requestID" → cancel of an in-flight call
-	asks     map[string]chan *jsonrpc.Message // bridge-issued request id → waiting MRTR relay
+	asks     map[string]*ask                  // bridge-issued request id → waiting MRTR relay (input.go)
 	closed   bool
 
 	terminal *terminalCache                          // hot terminal records, without payloads (terminal.go)
@@ -206,7 +206,7 @@ func New(cfg Config) (*Bridge, error) {
 		cfg: cfg, up: cfg.Upstream, st: cfg.Store, log: cfg.Logger,
 		trackers: map[string]*tracker{},
 		inflight: map[string]context.CancelFunc{},
-		asks:     map[string]chan *jsonrpc.Message{},
+		asks:     map[string]*ask{},
 		terminal: newTerminalCache(),
 		metas:    metas,
 		rate:     newRateLimiter(cfg.RequestRate, cfg.RequestBurst),

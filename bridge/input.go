@@ -40,22 +40,27 @@ func (b *Bridge) callTool(ctx context.Context, sess *store.Session, taskID strin
 	return nil, jsonrpc.NewError(jsonrpc.CodeUpstream, fmt.Sprintf("upstream asked for input more than %d times on one call", maxMRTRRounds))
 }
 
+// ask is one input request of a pre-task MRTR round waiting for its answer: only the
+// session that was asked, under the principal that was asked, may answer it (like stored
+// inputs, whose answers are checked against the task's owner).
+type ask struct {
+	ch      chan *jsonrpc.Message // buffer 1: the first accepted answer
+	session string                // the session the request went out on
+	owner   string                // owner(sess) of that session: principal or session
+}
+
 // askClient sends each input request to the client as a server→client request on out and
 // waits for every answer (bounded by InputTimeout).
 func (b *Bridge) askClient(ctx context.Context, sess *store.Session, taskID string, reqs sep2663.InputRequests, out legacy.Stream) (sep2663.InputResponses, error) {
 	type pending struct {
-		key, method string
-		ch          chan *jsonrpc.Message
+		id, key, method string
+		ch              chan *jsonrpc.Message
 	}
 	var waits []pending
 	defer func() {
 		b.mu.Lock()
 		for _, p := range waits {
-			for id, ch := range b.asks {
-				if ch == p.ch {
-					delete(b.asks, id)
-				}
-			}
+			delete(b.asks, p.id)
 		}
 		b.mu.Unlock()
 	}()
@@ -70,9 +75,9 @@ func (b *Bridge) askClient(ctx context.Context, sess *store.Session, taskID stri
 		id := newRequestID()
 		ch := make(chan *jsonrpc.Message, 1)
 		b.mu.Lock()
-		b.asks[id] = ch
+		b.asks[id] = &ask{ch: ch, session: sess.ID, owner: owner(sess)}
 		b.mu.Unlock()
-		waits = append(waits, pending{key: key, method: method, ch: ch})
+		waits = append(waits, pending{id: id, key: key, method: method, ch: ch})
 		msg, _ := jsonrpc.NewRequest(jsonrpc.StringID(id), method, params)
 		if err := out.Send(msg); err != nil {
 			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "cannot relay the upstream's input request: the client's stream does not accept server requests")
@@ -260,11 +265,21 @@ func (b *Bridge) deliverInputs(ctx context.Context, t *tracker) {
 func (b *Bridge) answerInput(ctx context.Context, sess *store.Session, msg *jsonrpc.Message) {
 	id := msg.ID.String()
 	b.mu.Lock()
-	ch := b.asks[id]
-	delete(b.asks, id)
+	a := b.asks[id]
+	foreign := a != nil && !b.askedHere(ctx, sess, a)
+	if a != nil && !foreign {
+		delete(b.asks, id)
+	}
 	b.mu.Unlock()
-	if ch != nil {
-		ch <- msg
+	if foreign {
+		// Someone else learnt the id: ignored (acknowledged like any answer), counted, and
+		// the request stays open for the client that was asked.
+		b.cfg.Metrics.AnswerRefused("foreign_input_answer")
+		b.log.Warn().Str("request", redact.Field(id)).Msg("answer to an input request from a session or principal that was not asked dropped")
+		return
+	}
+	if a != nil {
+		a.ch <- msg
 		return
 	}
 	in, err := b.st.FindInputByRequestID(ctx, id)
@@ -299,6 +314,13 @@ func (b *Bridge) answerInput(ctx context.Context, sess *store.Session, msg *json
 		t.mu.Unlock()
 		t.nudge()
 	}
+}
+
+// askedHere reports whether sess (under the principal of this very request) is the one an
+// MRTR input request was sent to.
+func (b *Bridge) askedHere(ctx context.Context, sess *store.Session, a *ask) bool {
+	own, ok := b.callerOwner(ctx, sess)
+	return ok && sess.ID == a.session && own == a.owner
 }
 
 // forwardAnswer sends one answer upstream with tasks/update and records that it went.
