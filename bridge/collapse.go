@@ -24,7 +24,7 @@ func (b *Bridge) callSync(ctx context.Context, sess *store.Session, req *jsonrpc
 	defer b.trackInflight(sess, req.ID, cancel)()
 	cctx, cancelCall := context.WithTimeout(ctx, b.cfg.CallTimeout)
 	stop := b.keepAlive(out)
-	oc, err := b.callTool(cctx, sess, "", req.Params, out)
+	oc, err := b.callTool(cctx, sess, "", req.Params, out, 0)
 	stop()
 	cancelCall()
 	if err != nil {

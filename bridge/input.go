@@ -20,12 +20,31 @@ import (
 // maxMRTRRounds bounds input_required rounds on one tools/call.
 const maxMRTRRounds = 8
 
+// errInputTimeout is the answer to a call whose pre-task input request (an MRTR round) the
+// client never answered: the upstream asked before starting anything, so the tool did not
+// run, and the caller may retry.
+var errInputTimeout = jsonrpc.NewError(CodeInputTimeout, "the tool asked for input before it started and no answer came in time; the tool did not run")
+
+// notStarted reports whether err is errInputTimeout (however wrapped).
+func notStarted(err error) bool {
+	var je *jsonrpc.Error
+	return errors.As(err, &je) && je.Code == CodeInputTimeout
+}
+
 // callTool calls the upstream tool, relaying MRTR input rounds (resultType
 // "input_required") to the client on its open stream and retrying with the answers, until
-// the upstream answers with a result or a task.
-func (b *Bridge) callTool(ctx context.Context, sess *store.Session, taskID string, params json.RawMessage, out legacy.Stream) (*sep2663.CallToolOutcome, error) {
+// the upstream answers with a result or a task. With perCall > 0 each upstream call is
+// detached from ctx (its answer must reach the record even if the client hangs up) and
+// bounded by perCall; otherwise ctx bounds everything. The waits for the client's answers
+// end with ctx or after InputTimeout.
+func (b *Bridge) callTool(ctx context.Context, sess *store.Session, taskID string, params json.RawMessage, out legacy.Stream, perCall time.Duration) (*sep2663.CallToolOutcome, error) {
 	for range maxMRTRRounds {
-		oc, err := b.up.CallTool(ctx, params, b.meta(sess), relay(out))
+		cctx, cancel := ctx, context.CancelFunc(func() {})
+		if perCall > 0 {
+			cctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), perCall)
+		}
+		oc, err := b.up.CallTool(cctx, params, b.meta(sess), relay(out))
+		cancel()
 		if err != nil || oc.Kind != sep2663.KindInputRequired {
 			return oc, err
 		}
@@ -90,9 +109,11 @@ func (b *Bridge) askClient(ctx context.Context, sess *store.Session, taskID stri
 	for _, p := range waits {
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, errInputTimeout.Wrapf("the client went away before answering").
+				WithData(map[string]any{"retryable": true, "outcome": "failed"})
 		case <-timeout.C:
-			return nil, jsonrpc.NewError(CodeInputTimeout, "input request unanswered for "+b.cfg.InputTimeout.String())
+			return nil, errInputTimeout.Wrapf("unanswered for %s", b.cfg.InputTimeout).
+				WithData(map[string]any{"retryable": true, "outcome": "failed"})
 		case msg := <-p.ch:
 			res, err := responseToInput(p.method, msg)
 			if err != nil {

@@ -139,9 +139,9 @@ func (b *Bridge) createTask(ctx context.Context, sess *store.Session, req *jsonr
 		return nil, jsonrpc.ErrInvalidParams.Wrapf("%v", err)
 	}
 	// The upstream call outlives a client that hangs up: its answer must reach the record.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.CreateTimeout)
-	defer cancel()
-	oc, err := b.callTool(cctx, sess, "", params, out) // MRTR rounds precede the task: no related-task yet
+	// Each upstream call gets CreateTimeout; waiting for the client's MRTR answers is
+	// bounded by InputTimeout, not by the upstream's timeout.
+	oc, err := b.callTool(ctx, sess, "", params, out, b.cfg.CreateTimeout) // MRTR rounds precede the task: no related-task yet
 	if err != nil {
 		return nil, b.failCreate(context.WithoutCancel(ctx), rec, err)
 	}
@@ -224,6 +224,14 @@ func (b *Bridge) failCreate(ctx context.Context, rec *store.Task, err error) err
 	rec.LastUpdatedAt = b.cfg.Now().UTC()
 	var je *jsonrpc.Error
 	switch {
+	case notStarted(err):
+		// Asked before it started and never answered: a known "did not run". The
+		// idempotency key is released, so a retry with it starts afresh.
+		errors.As(err, &je)
+		rec.Outcome = store.OutcomeFailed
+		rec.Error, _ = json.Marshal(je)
+		rec.StatusMessage = "The tool asked for input before it started and the client did not answer within input_timeout; the tool did not run."
+		defer b.releaseKey(ctx, rec)
 	case errors.As(err, &je):
 		rec.Outcome = store.OutcomeFailed
 		rec.Error, _ = json.Marshal(je)
@@ -243,6 +251,19 @@ func (b *Bridge) failCreate(ctx context.Context, rec *store.Task, err error) err
 		b.log.Error().Err(uerr).Str("task", rec.ID).Msg("store failed create")
 	}
 	return je
+}
+
+// releaseKey frees a failed record's idempotency key (the call did not run), so that a
+// retry with the same key starts a new call instead of replaying the failure.
+func (b *Bridge) releaseKey(ctx context.Context, rec *store.Task) {
+	if rec.IdempotencyKey == "" {
+		return
+	}
+	if err := b.st.ReleaseIdempotencyKey(ctx, rec.ID); err != nil {
+		b.log.Error().Err(err).Str("task", rec.ID).Msg("release idempotency key")
+		return
+	}
+	rec.IdempotencyKey = ""
 }
 
 // createResult renders the CreateTaskResult for a record.
