@@ -168,9 +168,9 @@ type Bridge struct {
 	manifest atomic.Pointer[cachedManifest] // built from disc's result (route.go)
 
 	mu       sync.Mutex
-	trackers map[string]*tracker              // non-terminal (or outcome-pending) tasks, by bridge id
-	inflight map[string]context.CancelFunc    // "session\x00requestID" → cancel of an in-flight call
-	asks     map[string]*ask                  // bridge-issued request id → waiting MRTR relay (input.go)
+	trackers map[string]*tracker           // non-terminal (or outcome-pending) tasks, by bridge id
+	inflight map[string]context.CancelFunc // "session\x00requestID" → cancel of an in-flight call
+	asks     map[string]*ask               // bridge-issued request id → waiting MRTR relay (input.go)
 	closed   bool
 
 	terminal *terminalCache                          // hot terminal records, without payloads (terminal.go)
