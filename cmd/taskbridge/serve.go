@@ -112,6 +112,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Sunset:         cfg.Sunset,
 
 		MaxConcurrentTasks: cfg.MaxConcurrentTasks,
+		PollFaultBudget:    cfg.PollFaultBudget,
 		RequestRate:        cfg.RequestRate,
 		RequestBurst:       cfg.RequestBurst,
 		MaxResultBytes:     cfg.MaxResultBytes,

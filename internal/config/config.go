@@ -64,6 +64,7 @@ type Config struct {
 	StatusTimeout         time.Duration `key:"status_timeout" help:"timeout of an upstream tasks/get"`
 	CancelTimeout         time.Duration `key:"cancel_timeout" help:"timeout of an upstream tasks/cancel or tasks/update"`
 	InputTimeout          time.Duration `key:"input_timeout" help:"how long a stream waits for the answer to a relayed input request"`
+	PollFaultBudget       int           `key:"poll_fault_budget" help:"upstream tasks/get replies in a row that break the protocol (or are about another task) before the task ends failed with an unknown outcome"`
 	ListPageSize          int           `key:"list_page_size" help:"tasks/list page size"`
 	AllowedOrigins        []string      `key:"allowed_origins" help:"browser origins allowed besides loopback ones"`
 	KillSwitch            bool          `key:"kill_switch" help:"refuse all new task creation at once; existing tasks are still served"`
@@ -127,6 +128,7 @@ func Default() *Config {
 		StatusTimeout:     10 * time.Second,
 		CancelTimeout:     10 * time.Second,
 		InputTimeout:      5 * time.Minute,
+		PollFaultBudget:   5,
 		ListPageSize:      50,
 		Sunset:            time.Date(2027, 7, 28, 0, 0, 0, 0, time.UTC),
 		SunsetWarn:        90 * 24 * time.Hour,
@@ -571,9 +573,9 @@ func (c *Config) Validate(needUpstream bool) error {
 	}
 	positive := map[string]int64{
 		"max_body": c.MaxBody, "poll_floor_ms": c.PollFloorMs, "poll_ceil_ms": c.PollCeilMs,
-		"list_page_size": int64(c.ListPageSize),
+		"list_page_size": int64(c.ListPageSize), "poll_fault_budget": int64(c.PollFaultBudget),
 	}
-	for _, k := range []string{"max_body", "poll_floor_ms", "poll_ceil_ms", "list_page_size"} {
+	for _, k := range []string{"max_body", "poll_floor_ms", "poll_ceil_ms", "list_page_size", "poll_fault_budget"} {
 		if positive[k] <= 0 {
 			bad(k, "must be positive, got %d", positive[k])
 		}
