@@ -370,7 +370,7 @@ func waitStatus(t *testing.T, c *legacyclient.Client, taskID, want string) gjson
 			return r
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("task %s is %s, want %s", taskID, r.Get("status").Str, want)
+			t.Fatalf("task %s is %s, want %s: %s", taskID, r.Get("status").Str, want, r.Raw)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

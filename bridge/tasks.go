@@ -194,7 +194,10 @@ func (b *Bridge) settleCreate(ctx context.Context, rec *store.Task, oc *sep2663.
 			rec.UpstreamPollMs = *oc.Task.PollIntervalMs
 		}
 		rec.PollIntervalMs = mapping.ClampPollInterval(rec.UpstreamPollMs, b.cfg.PollFloorMs, b.cfg.PollCeilMs)
-		if obs, err := mapping.Observe(&sep2663.DetailedTask{Task: *oc.Task}); err == nil {
+		// A task that already ended when its CreateTaskResult was written carries no result
+		// or error there: the record stays working and the first poll (tasks/get) fetches
+		// the outcome, instead of "completed without a result".
+		if obs, err := mapping.Observe(&sep2663.DetailedTask{Task: *oc.Task}); err == nil && !obs.Status.Terminal() {
 			applyObservation(rec, obs)
 		}
 	default: // KindComplete: the upstream answered synchronously; the record holds the result
