@@ -166,3 +166,42 @@ func waitHonestGet(t *testing.T, e *env) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// createSaysCompleted rewrites the fixture's CreateTaskResults to status "completed" (as an
+// upstream whose task ended before it wrote the answer does); the result is not in it.
+type createSaysCompleted struct{ fx http.Handler }
+
+func (c createSaysCompleted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if gjson.GetBytes(body, "method").Str != "tools/call" {
+		c.fx.ServeHTTP(w, r)
+		return
+	}
+	rec := httptest.NewRecorder()
+	c.fx.ServeHTTP(rec, r)
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	out := strings.Replace(rec.Body.String(), `"status":"working"`, `"status":"completed"`, 1)
+	w.Header().Del("Content-Length")
+	w.WriteHeader(rec.Code)
+	io.WriteString(w, out)
+}
+
+// TestCreateAnswerAlreadyCompleted: a CreateTaskResult whose status is already completed
+// (it carries no result) is not "completed without a result": the bridge polls and the
+// client gets the real result.
+func TestCreateAnswerAlreadyCompleted(t *testing.T) {
+	fx := fixture.New(fixture.Options{Scale: 0.1, PollIntervalMs: 100})
+	up := httptest.NewServer(createSaysCompleted{fx})
+	t.Cleanup(func() { up.Close(); fx.Close() })
+	e := &env{t: t, fx: fx, upURL: up.URL + "/mcp", dbPath: filepath.Join(t.TempDir(), "tb.db")}
+	e.start(bridge.Config{Logger: zerolog.Nop(), PollFloorMs: 100, Heartbeat: 200 * time.Millisecond})
+	c := e.client()
+	taskID := createTask(t, c, "slow_compute", map[string]any{"seconds": 0.5, "label": "early"})
+	waitStatus(t, c, taskID, "completed")
+	if txt := call(t, c, "tasks/result", id(taskID)).Get("content.0.text").Str; !strings.Contains(txt, "early completed") {
+		t.Fatalf("tasks/result text %q, want the upstream's result", txt)
+	}
+}
