@@ -12,6 +12,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/fallback"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/redact"
 	"github.com/taskbridge/taskbridge/mapping"
 	"github.com/taskbridge/taskbridge/sep2663"
 	"github.com/taskbridge/taskbridge/store"
@@ -116,7 +117,7 @@ func (b *Bridge) hostTask(ctx context.Context, sess *store.Session, req *jsonrpc
 	b.fb.running[rec.ID] = &hostRun{done: make(chan struct{})}
 	b.fb.mu.Unlock()
 	b.fb.jobs <- &hostJob{id: rec.ID, sessID: sess.ID, params: params, deadline: deadline}
-	b.log.Info().Str("task", rec.ID).Str("tool", rec.Tool).Str("args_sha256", rec.ArgsHash).Msg("bridge-hosted task created")
+	b.log.Info().Str("task", rec.ID).Str("tool", redact.Field(rec.Tool)).Str("args_sha256", rec.ArgsHash).Msg("bridge-hosted task created")
 	return createResult(rec)
 }
 

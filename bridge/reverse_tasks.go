@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/redact"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
 	"github.com/taskbridge/taskbridge/sep2663"
@@ -77,7 +78,7 @@ func (r *Reverse) registerTask(owner, tool string, sess *legacy.Session, lt lega
 		defer r.wg.Done()
 		r.holdResult(t)
 	}()
-	r.log.Debug().Str("task", t.id).Str("upstreamTask", t.upID).Str("tool", tool).Msg("reverse task created")
+	r.log.Debug().Str("task", t.id).Str("upstreamTask", redact.Field(t.upID)).Str("tool", redact.Field(tool)).Msg("reverse task created")
 	return t
 }
 
