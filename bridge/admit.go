@@ -2,50 +2,46 @@ package bridge
 
 import (
 	"context"
-	"time"
 
-	"github.com/taskbridge/taskbridge/internal/jsonrpc"
-	"github.com/taskbridge/taskbridge/sep2663"
-	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/bridge/internal/gate"
 )
+
+// The work gate (internal/gate) is shared by every route of a process: build one with
+// NewGate and hand it to the engine's config (Config.Gate, ReverseConfig.Gate); replace its
+// policy at runtime with Gate.SetPolicy.
+
+// Gate is the one work gate: kill switch, sunset, drain, per-principal concurrency cap and
+// upstream backpressure, with the same codes on every route.
+type Gate = gate.Gate
+
+// Policy is the gate's runtime policy (kill switch, sunset, limits), replaced as a whole by
+// Gate.SetPolicy.
+type Policy = gate.Policy
+
+// GateConfig configures NewGate: the initial Policy, the drain state, the clock, metrics.
+type GateConfig = gate.Config
+
+// NewGate returns a work gate.
+func NewGate(c GateConfig) *Gate { return gate.New(c) }
 
 // CodeTasksRefused is taskbridge's JSON-RPC code (implementation range) for "the operator
 // stopped new task creation here": the kill switch or the sunset. error.data.reason says
 // which; retrying the same request on this bridge will not help.
-const CodeTasksRefused = -32003
+const CodeTasksRefused = gate.CodeTasksRefused
 
 // SunsetReplacement names what legacy clients should move to, in the sunset error.
-const SunsetReplacement = "the " + sep2663.ExtensionTasks + " extension of MCP 2026-07-28"
+const SunsetReplacement = gate.SunsetReplacement
 
-// admitTask is the one place new task creation is refused. It runs after the idempotent
-// replays in createTask (a repeated request returns the task it made, even now), and
-// before the intent record is written, so a refused call never reaches the upstream.
-// Existing tasks are never affected: tasks/get, tasks/result, tasks/list and tasks/cancel
-// keep working until each task's ttl.
-//
-// Order: the kill switch and the sunset are permanent refusals (-32003, not retryable
-// here); a drain is temporary for the fleet (-32002, retryable on another replica).
-func (b *Bridge) admitTask(ctx context.Context, sess *store.Session) error {
-	switch {
-	case b.cfg.KillSwitch:
-		b.cfg.Metrics.TaskRefused("kill_switch")
-		return jsonrpc.NewError(CodeTasksRefused,
-			"taskbridge is not accepting new tasks (kill switch is on); existing tasks are still served; call the tool without params.task").
-			WithData(map[string]any{"reason": "kill_switch", "retryable": false})
-	case !b.cfg.Sunset.IsZero() && !b.cfg.Now().Before(b.cfg.Sunset):
-		b.cfg.Metrics.TaskRefused("sunset")
-		day := b.cfg.Sunset.UTC().Format(time.DateOnly)
-		return jsonrpc.NewError(CodeTasksRefused,
-			"the experimental tasks API of MCP 2025-11-25 was retired on "+day+
-				": new tasks are refused; upgrade the client to "+SunsetReplacement+
-				" (existing tasks are served until their ttl)").
-			WithData(map[string]any{"reason": "sunset", "retiredOn": day, "retryable": false,
-				"replacement": map[string]string{"extension": sep2663.ExtensionTasks, "protocolVersion": "2026-07-28"}})
-	case b.cfg.Draining != nil && b.cfg.Draining():
-		b.cfg.Metrics.TaskRefused("draining")
-		return jsonrpc.NewError(jsonrpc.CodeOverloaded,
-			"taskbridge is draining: new tasks are refused; retry on another replica").
-			WithData(map[string]any{"reason": "draining", "retryable": true})
-	}
-	return nil
+// startTask asks the gate whether a new legacy task of sess may start, before its intent
+// record is written (so a refused call never reaches the upstream): kill switch, sunset,
+// drain, the owner's unfinished tasks in the store, and an upstream slot for the create
+// call. It runs after the idempotent replays in createTask and hostTask (a repeated request
+// returns the task it made, even now). Existing tasks are never affected.
+func (b *Bridge) startTask(ctx context.Context, own string) (release func(), err error) {
+	return b.gate.StartTask(ctx, gate.Task{Era: gate.Legacy, Owner: own,
+		Active: func(ctx context.Context) (int, error) { return b.st.CountActive(ctx, own) }})
 }
+
+// upstreamSlot takes an in-flight slot for a client's upstream call that starts no task
+// (a plain tools/call, tools/list, a forwarded request).
+func (b *Bridge) upstreamSlot() (release func(), err error) { return b.gate.Acquire() }

@@ -25,10 +25,10 @@ func TestSunsetRefusesNewTasksServesExisting(t *testing.T) {
 	var clock atomic.Int64
 	clock.Store(sunset.Add(-10 * time.Minute).UnixNano())
 	m := metrics.New("test")
-	e := newEnv(t, func(c *bridge.Config, fo *fixture.Options) {
+	e := newEnv(t, func(c *envConfig, fo *fixture.Options) {
 		fo.TaskTTLMs = 3_600_000 // the existing task lives an hour (fake clock)
 		c.Now = func() time.Time { return time.Unix(0, clock.Load()) }
-		c.Sunset = sunset
+		c.Policy.Sunset = sunset
 		c.Metrics = m
 	})
 	c := e.client()
@@ -82,7 +82,7 @@ func TestSunsetRefusesNewTasksServesExisting(t *testing.T) {
 // creation with their own error; a repeated request id still returns its task.
 func TestKillSwitchAndDrainRefuseOnlyNewTasks(t *testing.T) {
 	var draining atomic.Bool
-	e := newEnv(t, func(c *bridge.Config, _ *fixture.Options) { c.Draining = draining.Load })
+	e := newEnv(t, func(c *envConfig, _ *fixture.Options) { c.Draining = draining.Load })
 	c := e.client()
 	existing := call(t, c, "tools/call", raw(taskCall)).Get("task.taskId").Str
 
@@ -100,7 +100,7 @@ func TestKillSwitchAndDrainRefuseOnlyNewTasks(t *testing.T) {
 		t.Fatal("tasks/result while draining: no content")
 	}
 
-	k := newEnv(t, func(c *bridge.Config, _ *fixture.Options) { c.KillSwitch = true })
+	k := newEnv(t, func(c *envConfig, _ *fixture.Options) { c.Policy.KillSwitch = true })
 	kc := k.client()
 	err = callErr(t, kc, "tools/call", raw(taskCall))
 	if !errors.As(err, &je) || je.Code != bridge.CodeTasksRefused || !strings.Contains(je.Message, "kill switch") {

@@ -68,8 +68,8 @@ func newFaultyEnv(t *testing.T, budget int) (*env, *faultyGets, *metrics.Metrics
 	t.Cleanup(func() { up.Close(); fx.Close() })
 	m := metrics.New("test")
 	e := &env{t: t, fx: fx, upURL: up.URL + "/mcp", dbPath: filepath.Join(t.TempDir(), "tb.db")}
-	e.start(bridge.Config{Logger: zerolog.Nop(), PollFloorMs: 100, Heartbeat: 200 * time.Millisecond,
-		PollFaultBudget: budget, Metrics: m})
+	e.start(envConfig{Config: bridge.Config{Logger: zerolog.Nop(), PollFloorMs: 100, Heartbeat: 200 * time.Millisecond,
+		PollFaultBudget: budget, Metrics: m}})
 	return e, f, m
 }
 
@@ -197,7 +197,7 @@ func TestCreateAnswerAlreadyCompleted(t *testing.T) {
 	up := httptest.NewServer(createSaysCompleted{fx})
 	t.Cleanup(func() { up.Close(); fx.Close() })
 	e := &env{t: t, fx: fx, upURL: up.URL + "/mcp", dbPath: filepath.Join(t.TempDir(), "tb.db")}
-	e.start(bridge.Config{Logger: zerolog.Nop(), PollFloorMs: 100, Heartbeat: 200 * time.Millisecond})
+	e.start(envConfig{Config: bridge.Config{Logger: zerolog.Nop(), PollFloorMs: 100, Heartbeat: 200 * time.Millisecond}})
 	c := e.client()
 	taskID := createTask(t, c, "slow_compute", map[string]any{"seconds": 0.5, "label": "early"})
 	waitStatus(t, c, taskID, "completed")

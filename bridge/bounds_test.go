@@ -73,7 +73,7 @@ func bigResultUpstream(t *testing.T, size int) string {
 func TestFinishedResultsNotHeldInMemory(t *testing.T) {
 	const tasks, size = 12, 2 << 20
 	e := &env{t: t, upURL: bigResultUpstream(t, size), dbPath: filepath.Join(t.TempDir(), "tb.db")}
-	e.start(bridge.Config{Logger: zerolog.Nop(), PollFloorMs: 100, StatusTimeout: time.Minute})
+	e.start(envConfig{Config: bridge.Config{Logger: zerolog.Nop(), PollFloorMs: 100, StatusTimeout: time.Minute}})
 	c := e.client()
 	owner := "session:" + c.SessionID()
 	startAlloc, _ := heapAfterGC()
@@ -125,7 +125,7 @@ func waitFinished(t *testing.T, e *env, owner string) {
 func TestSessionPurge(t *testing.T) {
 	var skew atomic.Int64
 	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	e := newEnv(t, func(c *bridge.Config, _ *fixture.Options) {
+	e := newEnv(t, func(c *envConfig, _ *fixture.Options) {
 		c.PurgeInterval = 50 * time.Millisecond
 		c.SessionRetention = time.Hour
 		c.Now = now

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,7 +12,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/tidwall/gjson"
 
-	"github.com/taskbridge/taskbridge/internal/auth"
+	"github.com/taskbridge/taskbridge/bridge/internal/gate"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/metrics"
 	"github.com/taskbridge/taskbridge/internal/redact"
@@ -56,27 +55,18 @@ type Config struct {
 	// bridge then learns of upstream changes by polling only.
 	NoUpstreamPush bool
 
-	AllowedOrigins []string // see legacy.Options
-	MaxBodyBytes   int64    // see legacy.Options
+	MaxBodyBytes int64 // see legacy.Options (the front door caps bodies first: DoorConfig)
 	// MaxReplayBytes bounds the SSE events kept for resumption, all streams together, and
 	// MaxSessionInfoBytes the clientInfo and capabilities stored per session (see
 	// legacy.Options; zero: the legacy defaults).
 	MaxReplayBytes      int64
 	MaxSessionInfoBytes int
 
-	// Auth authenticates every HTTP request (internal/auth: API keys, JWT, trusted header).
-	// Nil is single-user mode: tasks are bound to the session that created them.
-	Auth auth.Authenticator
-	// AuthChallenge, when set, is the WWW-Authenticate value of a 401 (with JWT auth: the
-	// OAuth protected-resource challenge, auth.ProtectedResource.Challenge).
-	AuthChallenge func(r *http.Request, err error) string
-	// MaxConcurrentTasks caps a principal's (or, without auth, a session's) non-terminal
-	// tasks; 0 means no cap.
-	MaxConcurrentTasks int
-	// RequestRate caps a principal's JSON-RPC requests per second on this replica, with
-	// bursts of RequestBurst (default 2×rate); 0 means no cap.
-	RequestRate  float64
-	RequestBurst int
+	// Gate is the work gate shared by every route of the process (kill switch, sunset,
+	// drain, per-principal concurrency cap, upstream backpressure; admit.go). Nil: a gate
+	// with an empty policy. Authentication and the request rate are the front door's
+	// (DoorConfig): the bridge only reads the principal from the request context.
+	Gate *Gate
 	// MaxResultBytes caps a stored result or error; a larger one fails the task with a
 	// clear error. Default 8 MiB.
 	MaxResultBytes int64
@@ -92,14 +82,6 @@ type Config struct {
 
 	// Metrics records requests, routes, polls and relays (nil: none). See internal/metrics.
 	Metrics *metrics.Metrics
-	// Draining, when it returns true, refuses new task-augmented starts (drain before a
-	// shutdown); existing tasks and synchronous calls are still served. Nil: never.
-	Draining func() bool
-	// KillSwitch refuses every new task creation; existing tasks are still served.
-	KillSwitch bool
-	// Sunset is when the 2025-11-25 experimental tasks API is retired: from then on new
-	// legacy task creation is refused (zero: never). See admit.go.
-	Sunset time.Time
 
 	// Fallback policy (fallback/, docs/fallback.md). HostAllow lists tools that may run as
 	// bridge-hosted tasks whatever their annotations; HostDeny tools that never do (it wins);
@@ -175,7 +157,8 @@ type Bridge struct {
 
 	terminal *terminalCache                          // hot terminal records, without payloads (terminal.go)
 	metas    *lru.Cache[string, sep2663.RequestMeta] // per-session upstream envelope
-	rate     *rateLimiter                            // nil without Config.RequestRate
+	gate     *Gate                                   // the work gate (admit.go)
+	ledger   *gate.Ledger                            // the modern pass-through's unfinished tasks
 	peers    *peers                                  // cross-replica notifications; nil for a single-process store
 	fb       *fallbackState                          // fallback policy, tools cache, hosted task pool (route.go, host.go)
 
@@ -209,24 +192,21 @@ func New(cfg Config) (*Bridge, error) {
 		asks:     map[string]*ask{},
 		terminal: newTerminalCache(),
 		metas:    metas,
-		rate:     newRateLimiter(cfg.RequestRate, cfg.RequestBurst),
+		gate:     cfg.Gate,
 		peers:    newPeers(cfg.Store),
 		fb:       newFallbackState(cfg),
 		ctx:      ctx, cancel: cancel,
 	}
-	var authn func(*http.Request) (string, error)
-	if cfg.Auth != nil {
-		authn = authenticateFunc(cfg.Auth)
+	if b.gate == nil {
+		b.gate = NewGate(GateConfig{Now: cfg.Now, Metrics: cfg.Metrics})
 	}
+	b.ledger = gate.NewLedger(b.gate)
 	b.face = legacy.NewServer(legacy.Options{
-		Authenticate:   authn,
-		Challenge:      cfg.AuthChallenge,
-		Logger:         &b.log,
-		Store:          cfg.Store,
-		Handler:        b,
-		AllowedOrigins: cfg.AllowedOrigins,
-		MaxBodyBytes:   cfg.MaxBodyBytes,
-		Now:            cfg.Now,
+		Logger:       &b.log,
+		Store:        cfg.Store,
+		Handler:      b,
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		Now:          cfg.Now,
 
 		MaxReplayBytes:      cfg.MaxReplayBytes,
 		MaxSessionInfoBytes: cfg.MaxSessionInfoBytes,
@@ -234,14 +214,12 @@ func New(cfg Config) (*Bridge, error) {
 	return b, nil
 }
 
-// Handler returns the HTTP handler serving the MCP endpoint (mount it at /mcp). It tells
-// the eras apart per request (RouteEras): 2026-07-28 requests pass through to the modern
-// upstream (reverse_modernpass.go), everything else goes to the legacy face.
-func (b *Bridge) Handler() http.Handler { return b.routedHandler() }
-
-// Legacy returns the legacy face, which also serves stdio (ServeStdio) and WebSocket
-// (an Upgrade request to the same endpoint) sessions; its Push reaches all of them.
-func (b *Bridge) Legacy() *legacy.Server { return b.face }
+// endpoints implements Engine: 2025-11-25 clients get the translating legacy face (HTTP,
+// WebSocket, stdio; its Push reaches all of them), 2026-07-28 clients the modern
+// pass-through to the same upstream (reverse_modernpass.go). Serve them through a Door.
+func (b *Bridge) endpoints() endpoints {
+	return endpoints{legacyRoute: RouteForward, legacy: b.face, modernRoute: RouteModernPassThrough, modern: b.modernFace()}
+}
 
 // Start discovers the upstream (a failure is logged, not fatal: discovery is retried on
 // demand) and resumes every non-terminal task found in the store.
@@ -363,9 +341,6 @@ func (b *Bridge) Initialize(ctx context.Context, sess *store.Session, params jso
 func (b *Bridge) Serve(ctx context.Context, sess *store.Session, req *jsonrpc.Message, out legacy.Stream) (res json.RawMessage, err error) {
 	ctx, done := b.observe(ctx, sess, req) // one log line and the request metrics
 	defer func() { done(res, err) }()
-	if err := b.admit(ctx, sess, req); err != nil {
-		return nil, err
-	}
 	switch req.Method {
 	case "tools/call":
 		return b.toolsCall(ctx, sess, req, out)
@@ -438,6 +413,11 @@ func (b *Bridge) trackInflight(sess *store.Session, id jsonrpc.ID, cancel contex
 // the notifications on its stream, and strips the 2026-only result fields. A slow upstream
 // gets keep-alives on the client's stream and, past CallTimeout, a clear error.
 func (b *Bridge) forward(ctx context.Context, sess *store.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
+	release, err := b.upstreamSlot()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.CallTimeout)
 	defer cancel()
 	defer b.keepAlive(out)()
@@ -491,7 +471,12 @@ func relay(out legacy.Stream) func(*jsonrpc.Message) {
 // when a task is possible for this client (the upstream has the extension), else
 // "forbidden".
 func (b *Bridge) toolsList(ctx context.Context, sess *store.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
+	release, err := b.upstreamSlot()
+	if err != nil {
+		return nil, err
+	}
 	res, err := b.up.Call(ctx, req.Method, req.Params, b.meta(sess), relay(out))
+	release()
 	if err != nil {
 		return nil, upstreamErr(err)
 	}

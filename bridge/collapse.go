@@ -19,6 +19,10 @@ import (
 // answered synchronously ("sync collapse"), with heartbeats so the request is never a
 // silent long wait. notifications/cancelled for the call becomes an upstream tasks/cancel.
 func (b *Bridge) callSync(ctx context.Context, sess *store.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
+	release, err := b.upstreamSlot() // held for the upstream call; a collapse's polls are not
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer b.trackInflight(sess, req.ID, cancel)()
@@ -27,6 +31,7 @@ func (b *Bridge) callSync(ctx context.Context, sess *store.Session, req *jsonrpc
 	oc, err := b.callTool(cctx, sess, "", req.Params, out, 0)
 	stop()
 	cancelCall()
+	release()
 	if err != nil {
 		return nil, upstreamErr(err)
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/taskbridge/taskbridge/bridge"
 	"github.com/taskbridge/taskbridge/internal/fixture"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 )
@@ -208,7 +207,7 @@ func TestUnknownAndForeignIDsLookTheSame(t *testing.T) {
 }
 
 func TestListPagination(t *testing.T) {
-	e := newEnv(t, func(c *bridge.Config, _ *fixture.Options) { c.ListPageSize = 3 })
+	e := newEnv(t, func(c *envConfig, _ *fixture.Options) { c.ListPageSize = 3 })
 	c := e.client()
 	var ids []string
 	for range 7 {
@@ -251,7 +250,7 @@ func TestListPagination(t *testing.T) {
 // TestPollCoalescing: 200 clients polling one task cause at most one upstream tasks/get
 // per poll interval.
 func TestPollCoalescing(t *testing.T) {
-	e := newEnv(t, func(c *bridge.Config, fo *fixture.Options) { fo.PollIntervalMs = 200; c.PollFloorMs = 200 })
+	e := newEnv(t, func(c *envConfig, fo *fixture.Options) { fo.PollIntervalMs = 200; c.PollFloorMs = 200 })
 	c := e.client()
 	tid := call(t, c, "tools/call", raw(`{"name":"slow_compute","arguments":{"seconds":60},"task":{}}`)).Get("task.taskId").Str
 	before := sumGets(e)
@@ -291,7 +290,7 @@ func sumGets(e *env) (n int) {
 }
 
 func TestSyncCollapseSendsProgress(t *testing.T) {
-	e := newEnv(t, func(c *bridge.Config, _ *fixture.Options) { c.Heartbeat = 100 * time.Millisecond })
+	e := newEnv(t, func(c *envConfig, _ *fixture.Options) { c.Heartbeat = 100 * time.Millisecond })
 	c := e.client()
 	res := call(t, c, "tools/call", raw(`{"name":"long_job","arguments":{"seconds":5},"_meta":{"progressToken":"p1"}}`))
 	if res.Get("content.0.text").Str == "" {
@@ -314,7 +313,7 @@ func TestRestartResumes(t *testing.T) {
 	tid := call(t, c, "tools/call", raw(`{"name":"slow_compute","arguments":{"seconds":3},"task":{}}`)).Get("task.taskId").Str
 	done := call(t, c, "tools/call", raw(`{"name":"greet","arguments":{"name":"x"},"task":{}}`)).Get("task.taskId").Str
 	e.b.Close(context.Background())
-	e.start(bridge.Config{})
+	e.start(envConfig{})
 	c2 := newClientT(e.url)
 	c2.SetSessionID(c.SessionID())
 	res := call(t, c2.Client, "tasks/result", id(tid))
@@ -361,7 +360,7 @@ func asRPC(t *testing.T, err error) *jsonrpc.Error {
 }
 
 func TestSlowUpstreamIsAClearError(t *testing.T) {
-	e := newEnv(t, func(c *bridge.Config, fo *fixture.Options) {
+	e := newEnv(t, func(c *envConfig, fo *fixture.Options) {
 		c.CallTimeout = 300 * time.Millisecond
 		fo.NoTasksExtension = true
 		fo.Scale = 1

@@ -23,7 +23,8 @@ import (
 	"github.com/taskbridge/taskbridge/store/sqlite"
 )
 
-// env is one fixture upstream and one bridge on loopback, with a real SQLite store.
+// env is one fixture upstream and one bridge behind its front door on loopback, with a
+// real SQLite store.
 type env struct {
 	t      testing.TB
 	fx     *fixture.Server
@@ -31,15 +32,26 @@ type env struct {
 	st     store.Store
 	dbPath string
 	b      *bridge.Bridge
+	gate   *bridge.Gate
+	door   *bridge.Door
 	url    string
 }
 
-type envOpt func(*bridge.Config, *fixture.Options)
+// envConfig is what a test env configures: the bridge, the front door in front of it, and
+// the work gate's policy and drain state (the gate's clock and metrics are the bridge's).
+type envConfig struct {
+	bridge.Config
+	Door     bridge.DoorConfig
+	Policy   bridge.Policy
+	Draining func() bool
+}
+
+type envOpt func(*envConfig, *fixture.Options)
 
 func newEnv(t testing.TB, opts ...envOpt) *env {
 	t.Helper()
 	fo := fixture.Options{Scale: 0.1, PollIntervalMs: 100}
-	cfg := bridge.Config{Logger: zerolog.Nop(), PollFloorMs: 100, Heartbeat: 200 * time.Millisecond}
+	cfg := envConfig{Config: bridge.Config{Logger: zerolog.Nop(), PollFloorMs: 100, Heartbeat: 200 * time.Millisecond}}
 	for _, o := range opts {
 		o(&cfg, &fo)
 	}
@@ -52,7 +64,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 }
 
 // start runs a bridge on the env's store file (again, after a restart).
-func (e *env) start(cfg bridge.Config) {
+func (e *env) start(cfg envConfig) {
 	t := e.t
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, e.dbPath)
@@ -67,15 +79,18 @@ func (e *env) start(cfg bridge.Config) {
 	if cfg.Heartbeat == 0 {
 		cfg.Heartbeat = 200 * time.Millisecond
 	}
-	b, err := bridge.New(cfg)
+	e.gate = bridge.NewGate(bridge.GateConfig{Policy: cfg.Policy, Draining: cfg.Draining, Now: cfg.Now, Metrics: cfg.Metrics})
+	cfg.Gate = e.gate
+	b, err := bridge.New(cfg.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	e.door = mustDoor(t, cfg.Door, b)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", b.Handler())
+	mux.Handle("/mcp", e.door)
 	srv := httptest.NewServer(mux)
 	e.st, e.b, e.url = st, b, srv.URL+"/mcp"
 	t.Cleanup(func() {
@@ -129,8 +144,18 @@ func newClientT(url string) *clientT { return &clientT{legacyclient.New(url)} }
 // newEnvAt runs a bridge in front of an arbitrary upstream URL (e.g. a closed port).
 func newEnvAt(t *testing.T, upstreamURL string) *env {
 	e := &env{t: t, upURL: upstreamURL, dbPath: filepath.Join(t.TempDir(), "tb.db")}
-	e.start(bridge.Config{Logger: zerolog.Nop()})
+	e.start(envConfig{Config: bridge.Config{Logger: zerolog.Nop()}})
 	return e
+}
+
+// mustDoor is the front door in front of an engine (logger off unless cfg has one).
+func mustDoor(t testing.TB, cfg bridge.DoorConfig, e bridge.Engine) *bridge.Door {
+	t.Helper()
+	d, err := bridge.NewDoor(cfg, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // fixtureProtocolError is the JSON-RPC error the fixture's protocol_error_job ends with.

@@ -40,13 +40,13 @@ func (d *decisions) count(key string) int {
 
 // noTasks runs the fixture without the extension and records decisions.
 func noTasks(d *decisions, more ...func(*bridge.Config)) envOpt {
-	return func(c *bridge.Config, fo *fixture.Options) {
+	return func(c *envConfig, fo *fixture.Options) {
 		fo.NoTasksExtension = true
 		if d != nil {
 			c.OnDecision = d.hook
 		}
 		for _, m := range more {
-			m(c)
+			m(&c.Config)
 		}
 	}
 }
@@ -227,7 +227,7 @@ func TestHostedCrashLeavesUnknown(t *testing.T) {
 	e.st.Close() // the "killed" process can no longer write
 	e.b.Close(context.Background())
 
-	e.start(bridge.Config{})
+	e.start(envConfig{})
 	c2 := newClientT(e.url)
 	c2.SetSessionID(c.SessionID())
 	got := call(t, c2.Client, "tasks/get", id(tid))

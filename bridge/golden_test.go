@@ -845,7 +845,7 @@ func runGolden(t *testing.T, path string) {
 	}
 	t.Cleanup(func() { b.Close(context.Background()) })
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", b.Handler())
+	mux.Handle("/mcp", mustDoor(t, bridge.DoorConfig{}, b))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	c := newGoldenClient(srv.URL+"/mcp", v)

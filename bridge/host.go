@@ -37,6 +37,7 @@ type hostJob struct {
 	sessID   string
 	params   json.RawMessage // the tools/call params without task
 	deadline time.Time       // the task's ttl: an absolute deadline for the upstream call
+	release  func()          // the gate's upstream slot, held from creation until the call ends
 }
 
 // hostRun is the in-process state of a hosted task until its worker finished: done closes
@@ -77,25 +78,28 @@ func (b *Bridge) hostTask(ctx context.Context, sess *store.Session, req *jsonrpc
 			return b.replay(prev, rec.Tool, rec.ArgsHash)
 		}
 	}
-	if err := b.admitTask(ctx, sess); err != nil {
-		return nil, err
-	}
-	if err := b.checkConcurrent(ctx, own); err != nil {
+	// The gate's upstream slot is held while the call is queued or running (a queued call
+	// is an upstream call in flight that nobody can refuse any more).
+	release, err := b.startTask(ctx, own)
+	if err != nil {
 		return nil, err
 	}
 	if !b.startHostWorkers() {
+		release()
 		return nil, jsonrpc.NewError(jsonrpc.CodeOverloaded, "the bridge is shutting down; retry on another replica or later").
 			WithData(map[string]any{"retryable": true})
 	}
 	select {
 	case b.fb.slots <- struct{}{}:
 	default:
+		release()
 		return nil, jsonrpc.NewError(jsonrpc.CodeOverloaded,
 			fmt.Sprintf("overloaded: %d bridge-hosted calls are queued or running; retry later", cap(b.fb.slots))).
-			WithData(map[string]any{"retryable": true, "retryAfterMs": 1000})
+			WithData(map[string]any{"reason": "overloaded", "retryable": true, "retryAfterMs": 1000})
 	}
 	if err := b.st.CreateTask(ctx, rec); err != nil {
 		<-b.fb.slots
+		release()
 		if errors.Is(err, store.ErrConflict) {
 			if prev, err2 := b.racedRequest(ctx, rec); err2 == nil {
 				return createResult(prev)
@@ -116,7 +120,7 @@ func (b *Bridge) hostTask(ctx context.Context, sess *store.Session, req *jsonrpc
 	b.fb.mu.Lock()
 	b.fb.running[rec.ID] = &hostRun{done: make(chan struct{})}
 	b.fb.mu.Unlock()
-	b.fb.jobs <- &hostJob{id: rec.ID, sessID: sess.ID, params: params, deadline: deadline}
+	b.fb.jobs <- &hostJob{id: rec.ID, sessID: sess.ID, params: params, deadline: deadline, release: release}
 	b.log.Info().Str("task", rec.ID).Str("tool", redact.Field(rec.Tool)).Str("args_sha256", rec.ArgsHash).Msg("bridge-hosted task created")
 	return createResult(rec)
 }
@@ -155,6 +159,7 @@ func (b *Bridge) hostWorker() {
 						r.Error = mustJSON(jsonrpc.NewError(jsonrpc.CodeUpstream, msgHostNotRun).
 							WithData(map[string]any{"retryable": true, "outcome": "failed"}))
 					}, true)
+					job.release()
 					<-b.fb.slots
 				default:
 					return
@@ -162,6 +167,7 @@ func (b *Bridge) hostWorker() {
 			}
 		case job := <-b.fb.jobs:
 			b.runHosted(job)
+			job.release()
 			<-b.fb.slots
 		}
 	}

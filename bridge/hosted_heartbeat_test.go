@@ -43,7 +43,7 @@ func hostedReplicas(t *testing.T) (*fixture.Server, [2]string, [2]store.Store) {
 		if err := b.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		srv := httptest.NewServer(b.Handler())
+		srv := httptest.NewServer(mustDoor(t, bridge.DoorConfig{}, b))
 		t.Cleanup(func() { srv.Close(); b.Close(context.Background()); st.Close() })
 		urls[i], sts[i] = srv.URL+"/mcp", st
 	}

@@ -149,7 +149,7 @@ func TestInputViaGetStream(t *testing.T) {
 func TestDuplicateAnswerAcrossBridges(t *testing.T) {
 	e := newEnv(t)
 	urlA := e.url
-	e.start(bridge.Config{})
+	e.start(envConfig{})
 	urlB := e.url
 	reqs := make(chan *jsonrpc.Message, 4)
 	a := legacyclient.New(urlA)
@@ -300,7 +300,7 @@ func assertOneUpdatePerKey(t *testing.T, e *env, keys int) {
 // An unanswered question does not hold tasks/result forever; the task keeps waiting and a
 // later tasks/result finishes it.
 func TestInputTimeoutReleasesStream(t *testing.T) {
-	e := newEnv(t, func(c *bridge.Config, _ *fixture.Options) { c.InputTimeout = 300 * time.Millisecond })
+	e := newEnv(t, func(c *envConfig, _ *fixture.Options) { c.InputTimeout = 300 * time.Millisecond })
 	reqs := make(chan *jsonrpc.Message, 8)
 	c := legacyclient.New(e.url)
 	c.Requests = reqs

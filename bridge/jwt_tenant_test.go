@@ -15,7 +15,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/taskbridge/taskbridge/bridge"
 	"github.com/taskbridge/taskbridge/internal/auth"
 	"github.com/taskbridge/taskbridge/internal/fixture"
 )
@@ -67,7 +66,7 @@ func withJWT(t *testing.T, i *jwtIdP) envOpt {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
-	return func(c *bridge.Config, _ *fixture.Options) { c.Auth = a }
+	return func(c *envConfig, _ *fixture.Options) { c.Door.Auth = a }
 }
 
 // TestJWTTenantsStayApart (issue 12, acceptance 4) runs through the whole bridge with a real

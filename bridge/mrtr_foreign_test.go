@@ -9,7 +9,6 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/taskbridge/taskbridge/bridge"
 	"github.com/taskbridge/taskbridge/internal/fixture"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/legacyclient"
@@ -23,7 +22,7 @@ import (
 // request, counted, and change nothing; alice's own answer is the one the upstream gets.
 func TestForeignMRTRAnswerIgnored(t *testing.T) {
 	m := metrics.New("test")
-	e := newEnv(t, withAuth(t), func(c *bridge.Config, _ *fixture.Options) { c.Metrics = m })
+	e := newEnv(t, withAuth(t), func(c *envConfig, _ *fixture.Options) { c.Metrics = m })
 	alice := e.keyed(aliceKey)
 	alice.Requests = make(chan *jsonrpc.Message, 4)
 	aliceAgain := e.keyed(aliceKey) // same principal, another session

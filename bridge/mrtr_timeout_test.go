@@ -18,7 +18,7 @@ import (
 // the input wait outlasts create_timeout), the idempotency key released — so a retry with
 // the same key starts the call afresh instead of being refused as "may have run".
 func TestUnansweredMRTRDidNotRun(t *testing.T) {
-	e := newEnv(t, func(c *bridge.Config, _ *fixture.Options) {
+	e := newEnv(t, func(c *envConfig, _ *fixture.Options) {
 		c.InputTimeout = 400 * time.Millisecond
 		c.CreateTimeout = 200 * time.Millisecond // shorter than the wait: only InputTimeout may end it
 	})

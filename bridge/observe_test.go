@@ -9,7 +9,6 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/tidwall/gjson"
 
-	"github.com/taskbridge/taskbridge/bridge"
 	"github.com/taskbridge/taskbridge/internal/fixture"
 )
 
@@ -29,7 +28,7 @@ func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l
 // outcome — and never the arguments or the result.
 func TestRequestLogLine(t *testing.T) {
 	var buf lockedBuf
-	e := newEnv(t, func(c *bridge.Config, _ *fixture.Options) { c.Logger = zerolog.New(&buf) })
+	e := newEnv(t, func(c *envConfig, _ *fixture.Options) { c.Logger = zerolog.New(&buf) })
 	c := e.client()
 	tid := call(t, c, "tools/call", raw(`{"name":"slow_compute","arguments":{"seconds":1,"label":"s3cr3t-label"},"task":{}}`)).Get("task.taskId").Str
 	call(t, c, "tasks/result", id(tid))

@@ -10,7 +10,6 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/taskbridge/taskbridge/bridge"
 	"github.com/taskbridge/taskbridge/internal/fixture"
 	"github.com/taskbridge/taskbridge/internal/legacyclient"
 )
@@ -51,7 +50,7 @@ func waitPushed(t *testing.T, c *legacyclient.Client, taskID, want string, limit
 // The upstream asks to be polled once a minute; its notifications/tasks still bring the
 // completion to the legacy client within seconds.
 func TestUpstreamPushBeatsThePollInterval(t *testing.T) {
-	e := newEnv(t, func(c *bridge.Config, f *fixture.Options) {
+	e := newEnv(t, func(c *envConfig, f *fixture.Options) {
 		f.Listen = true
 		f.PollIntervalMs = 60_000
 		c.PollCeilMs = 60_000
@@ -74,7 +73,7 @@ func TestUpstreamPushBeatsThePollInterval(t *testing.T) {
 // over and the client sees every transition (input_required, then completed) and the
 // result.
 func TestUpstreamPushCutFallsBackToPolling(t *testing.T) {
-	e := newEnv(t, func(c *bridge.Config, f *fixture.Options) {
+	e := newEnv(t, func(c *envConfig, f *fixture.Options) {
 		f.Listen = true
 		f.PollIntervalMs = 300
 	})

@@ -54,7 +54,7 @@ func newReplicas(t *testing.T) *replicas {
 		if err := b.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		srv := httptest.NewServer(b.Handler())
+		srv := httptest.NewServer(mustDoor(t, bridge.DoorConfig{}, b))
 		t.Cleanup(func() { srv.Close(); b.Close(context.Background()); st.Close() })
 		r.urls[i], r.b[i] = srv.URL+"/mcp", b
 	}

@@ -22,7 +22,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -60,12 +59,9 @@ type ReverseConfig struct {
 	// (also discover's ttlMs). Default 60 s.
 	InfoTTL time.Duration
 
-	// Principal names the caller of a modern request (the owner of its tasks and the key
-	// of its pooled upstream session). Nil: every caller is anonymous ("").
-	Principal func(*http.Request) string
+	// MaxBodyBytes caps a body at the faces (the front door caps it first: DoorConfig).
+	MaxBodyBytes int64
 
-	AllowedOrigins []string
-	MaxBodyBytes   int64
 	// MaxReplayBytes and MaxSessionInfoBytes bound the pass-through face's SSE replay
 	// buffers and stored session info (legacy.Options; zero: the legacy defaults).
 	MaxReplayBytes      int64
@@ -76,10 +72,12 @@ type ReverseConfig struct {
 	SessionRetention time.Duration
 	PurgeInterval    time.Duration
 
-	// Draining, when it returns true, refuses new task-augmented calls (modern and
-	// pass-through); KillSwitch refuses them always. Existing tasks are still served.
-	Draining   func() bool
-	KillSwitch bool
+	// Gate is the work gate shared by every route of the process (kill switch, sunset,
+	// drain, per-principal concurrency cap, upstream backpressure). Nil: a gate with an
+	// empty policy. The caller of a modern request (the owner of its tasks and the key of
+	// its pooled upstream session) is the principal the front door authenticated
+	// (sep2663.Request.Principal; "" when anonymous).
+	Gate *Gate
 }
 
 func (c *ReverseConfig) setDefaults() {
@@ -125,6 +123,7 @@ type Reverse struct {
 	log    zerolog.Logger
 	modern *sep2663.Server
 	pass   *passThrough
+	gate   *Gate
 
 	info atomic.Pointer[upstreamInfo]
 
@@ -155,10 +154,13 @@ func NewReverse(cfg ReverseConfig) (*Reverse, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Reverse{
 		cfg: cfg, up: cfg.Upstream, pool: legacy.NewPool(cfg.Upstream), log: cfg.Logger,
-		tasks: map[string]*rtask{}, held: map[string]*heldCall{},
+		tasks: map[string]*rtask{}, held: map[string]*heldCall{}, gate: cfg.Gate,
 		ctx: ctx, cancel: cancel,
 	}
-	r.modern = sep2663.NewServer(sep2663.ServerOptions{Handler: r, AllowedOrigins: cfg.AllowedOrigins, MaxBodyBytes: cfg.MaxBodyBytes})
+	if r.gate == nil {
+		r.gate = NewGate(GateConfig{Now: cfg.Now})
+	}
+	r.modern = sep2663.NewServer(sep2663.ServerOptions{Handler: r, MaxBodyBytes: cfg.MaxBodyBytes})
 	r.pass = newPassThrough(r)
 	return r, nil
 }
@@ -173,10 +175,10 @@ func (r *Reverse) Start(ctx context.Context) error {
 	return nil
 }
 
-// Handler returns the /mcp handler: modern requests go to the 2026-07-28 face, everything
-// else to the pass-through legacy face.
-func (r *Reverse) Handler() http.Handler {
-	return RouteEras(r.modern, r.pass.face, r.cfg.MaxBodyBytes)
+// endpoints implements Engine: 2026-07-28 clients get the reverse translation, 2025-11-25
+// clients the legacy pass-through (HTTP, WebSocket, stdio). Serve them through a Door.
+func (r *Reverse) endpoints() endpoints {
+	return endpoints{legacyRoute: RouteLegacyPassThrough, legacy: r.pass.face, modernRoute: RouteReverse, modern: r.modern}
 }
 
 // Close stops held calls and pollers, closes the pass-through face and every upstream
@@ -203,12 +205,7 @@ func (r *Reverse) Close(ctx context.Context) error {
 }
 
 // owner is the principal of a modern request ("" when anonymous).
-func (r *Reverse) owner(req *sep2663.Request) string {
-	if r.cfg.Principal == nil || req.HTTP == nil {
-		return ""
-	}
-	return r.cfg.Principal(req.HTTP)
-}
+func (r *Reverse) owner(req *sep2663.Request) string { return req.Principal }
 
 // upstream returns the cached upstream info, refreshing it after InfoTTL.
 func (r *Reverse) upstream(ctx context.Context) (*upstreamInfo, error) {
@@ -328,6 +325,11 @@ func (r *Reverse) forwardModern(ctx context.Context, req *sep2663.Request) (json
 		return nil, err
 	}
 	params, _ := json.Marshal(p)
+	release, err := r.gate.Acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.CreateTimeout)
 	defer cancel()
 	res, _, err := r.pool.Call(ctx, r.owner(req), req.Method, params, legacy.CallOptions{})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/taskbridge/taskbridge/bridge/internal/gate"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
@@ -66,20 +67,27 @@ func (r *Reverse) toolsCall(ctx context.Context, req *sep2663.Request) (json.Raw
 		return nil, err
 	}
 	asTask := taskable && req.Tasks()
+	owner := r.owner(req)
+	var release func()
 	if asTask {
-		if err := r.admitTask(); err != nil {
-			return nil, err
-		}
+		release, err = r.gate.StartTask(ctx, gate.Task{Era: gate.Modern, Owner: owner,
+			Active: func(context.Context) (int, error) { return r.activeTasks(owner), nil }})
 		p["task"] = json.RawMessage(`{}`) // the upstream picks the ttl
+	} else {
+		release, err = r.gate.Acquire()
+	}
+	if err != nil {
+		return nil, err
 	}
 	params, _ := json.Marshal(p)
-	hc := r.startCall(r.owner(req), name.Str, params, asTask)
+	hc := r.startCall(owner, name.Str, params, asTask, release)
 	return r.waitCall(ctx, hc)
 }
 
 // startCall runs the upstream tools/call on its own goroutine (it may outlive this HTTP
-// request while the client answers MRTR input).
-func (r *Reverse) startCall(owner, tool string, params json.RawMessage, asTask bool) *heldCall {
+// request while the client answers MRTR input). release returns the gate's upstream slot
+// when the call has answered.
+func (r *Reverse) startCall(owner, tool string, params json.RawMessage, asTask bool, release func()) *heldCall {
 	hc := &heldCall{
 		state: newTaskID(), owner: owner, asTask: asTask, tool: tool,
 		box:  newInputBox("mrtr-", r.cfg.Now),
@@ -91,6 +99,7 @@ func (r *Reverse) startCall(owner, tool string, params json.RawMessage, asTask b
 	go func() {
 		defer r.wg.Done()
 		defer cancel()
+		defer release()
 		hc.res, hc.sess, hc.err = r.pool.Call(cctx, owner, "tools/call", params, legacy.CallOptions{OnRequest: hc.box.handler()})
 		close(hc.done)
 	}()

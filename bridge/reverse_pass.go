@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/tidwall/gjson"
 
+	"github.com/taskbridge/taskbridge/bridge/internal/gate"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/store"
@@ -23,8 +25,9 @@ import (
 //
 // Concurrency: mu guards sessions, inflight and asks.
 type passThrough struct {
-	r    *Reverse
-	face *legacy.Server
+	r      *Reverse
+	face   *legacy.Server
+	ledger *gate.Ledger // unfinished tasks per owner, for the gate's cap (reverse_passlist.go)
 
 	mu       sync.Mutex
 	sessions map[string]*passSession          // client session id → upstream session
@@ -40,10 +43,10 @@ type passSession struct {
 }
 
 func newPassThrough(r *Reverse) *passThrough {
-	p := &passThrough{r: r, sessions: map[string]*passSession{}, inflight: map[string]context.CancelFunc{}, asks: map[string]chan *jsonrpc.Message{}, logs: map[string]*passTaskLog{}}
+	p := &passThrough{r: r, sessions: map[string]*passSession{}, inflight: map[string]context.CancelFunc{},
+		asks: map[string]chan *jsonrpc.Message{}, logs: map[string]*passTaskLog{}, ledger: gate.NewLedger(r.gate)}
 	p.face = legacy.NewServer(legacy.Options{
-		Store: r.cfg.Store, Handler: p, AllowedOrigins: r.cfg.AllowedOrigins,
-		MaxBodyBytes: r.cfg.MaxBodyBytes, Now: r.cfg.Now,
+		Store: r.cfg.Store, Handler: p, MaxBodyBytes: r.cfg.MaxBodyBytes, Now: r.cfg.Now,
 		MaxReplayBytes: r.cfg.MaxReplayBytes, MaxSessionInfoBytes: r.cfg.MaxSessionInfoBytes,
 	})
 	return p
@@ -134,11 +137,11 @@ func (p *passThrough) Serve(ctx context.Context, sess *store.Session, req *jsonr
 		delete(p.inflight, key)
 		p.mu.Unlock()
 	}()
-	if gjson.GetBytes(req.Params, "task").Exists() {
-		if err := p.r.admitTask(); err != nil { // kill switch, drain
-			return nil, err
-		}
+	release, err := p.admit(ctx, sess, req)
+	if err != nil {
+		return nil, err
 	}
+	defer release()
 	for attempt := 0; ; attempt++ {
 		s, err := p.upstream(ctx, sess)
 		if err != nil {
@@ -151,11 +154,13 @@ func (p *passThrough) Serve(ctx context.Context, sess *store.Session, req *jsonr
 			OnRequest: p.relayRequest(out),
 			OnNotify: func(m *jsonrpc.Message) {
 				p.observeStatus(sess.ID, m)
+				p.countStatus(sess.ID, m)
 				_ = out.Send(m)
 			},
 		})
 		if err == nil {
 			p.observe(sess.ID, s, req, res)
+			p.count(sess, req, res)
 		}
 		if err != nil && errors.Is(err, legacy.ErrSessionGone) && attempt == 0 {
 			continue // never reached a handler; the new session is a fresh start
@@ -169,6 +174,21 @@ func (p *passThrough) Serve(ctx context.Context, sess *store.Session, req *jsonr
 		}
 		return res, nil
 	}
+}
+
+// admit asks the work gate about one forwarded request: a task-augmented call is a new
+// 2025-11-25 task (kill switch, sunset, drain, the owner's unfinished tasks, a slot);
+// tasks/* reach existing tasks and are never refused; anything else takes an upstream slot.
+func (p *passThrough) admit(ctx context.Context, sess *store.Session, req *jsonrpc.Message) (release func(), err error) {
+	switch {
+	case gjson.GetBytes(req.Params, "task").Exists():
+		own := owner(sess)
+		return p.r.gate.StartTask(ctx, gate.Task{Era: gate.Legacy, Owner: own,
+			Active: func(context.Context) (int, error) { return p.ledger.Active(own), nil }})
+	case strings.HasPrefix(req.Method, "tasks/"):
+		return func() {}, nil
+	}
+	return p.r.gate.Acquire()
 }
 
 // relayRequest sends an upstream server request to the client on out under a fresh id
@@ -246,6 +266,7 @@ func (p *passThrough) Closed(ctx context.Context, sess *store.Session) {
 	delete(p.sessions, sess.ID)
 	delete(p.logs, sess.ID)
 	p.mu.Unlock()
+	p.ledger.EndGroup(sess.ID) // its upstream session, and with it its tasks, end now
 	if ps != nil {
 		<-ps.ready
 		if ps.s != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
+	"github.com/taskbridge/taskbridge/store"
 )
 
 // Pass-through tasks/list for an upstream without it (issue 4): a 2025-11-25 server may
@@ -129,6 +130,37 @@ func (p *passThrough) observe(sessID string, s *legacy.Session, req *jsonrpc.Mes
 	if req.Method != "tasks/get" && req.Method != "tasks/cancel" { // only creations add records
 		l.tasks = append(l.tasks, &passTask{id: t.TaskID, task: t, recordedAt: p.r.cfg.Now()})
 		l.pruneLocked(p.r.cfg.Now())
+	}
+}
+
+// count keeps the gate's ledger (the owner's unfinished tasks) in step with what passes: a
+// task created starts a count, a terminal tasks/get or tasks/cancel answer ends it. Unlike
+// observe it counts on every upstream, listing or not.
+func (p *passThrough) count(sess *store.Session, req *jsonrpc.Message, res json.RawMessage) {
+	raw := gjson.ParseBytes(res)
+	if req.Method != "tasks/get" && req.Method != "tasks/cancel" {
+		if !gjson.GetBytes(req.Params, "task").Exists() {
+			return
+		}
+		raw = raw.Get("task")
+	}
+	id, status := raw.Get("taskId").Str, legacy.TaskStatus(raw.Get("status").Str)
+	switch {
+	case id == "":
+	case req.Method == "tasks/get" || req.Method == "tasks/cancel":
+		if status.Terminal() {
+			p.ledger.Ended(sess.ID + "\x00" + id)
+		}
+	case !status.Terminal():
+		ttl := time.Duration(raw.Get("ttl").Int()) * time.Millisecond
+		p.ledger.Started(owner(sess), sess.ID, sess.ID+"\x00"+id, ttl)
+	}
+}
+
+// countStatus ends a counted task that a notifications/tasks/status shows terminal.
+func (p *passThrough) countStatus(sessID string, m *jsonrpc.Message) {
+	if m.Method == "notifications/tasks/status" && legacy.TaskStatus(gjson.GetBytes(m.Params, "status").Str).Terminal() {
+		p.ledger.Ended(sessID + "\x00" + gjson.GetBytes(m.Params, "taskId").Str)
 	}
 }
 

@@ -113,8 +113,12 @@ func TestPassThroughSynthesizesTasksList(t *testing.T) {
 	if err := r.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	door, err := NewDoor(DoorConfig{Logger: zerolog.Nop()}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", r.Handler())
+	mux.Handle("/mcp", door)
 	hs := httptest.NewServer(mux)
 	t.Cleanup(func() {
 		hs.CloseClientConnections()

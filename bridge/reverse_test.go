@@ -42,8 +42,12 @@ func newReverse(t *testing.T) (*Reverse, string) {
 	if err := r.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	door, err := NewDoor(DoorConfig{Logger: zerolog.Nop()}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", r.Handler())
+	mux.Handle("/mcp", door)
 	hs := httptest.NewServer(mux)
 	t.Cleanup(func() {
 		hs.CloseClientConnections()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -18,12 +17,12 @@ import (
 
 // Tenancy and ownership (design §7).
 //
-// With Config.Auth set, the legacy face authenticates every HTTP request and binds each
-// session to the principal that opened it (auth.Principal.Key: tenant and id). A task is
-// owned by "principal:<key>"; every request re-reads the record and compares its owner with
-// the caller's, so a revoked key (401 at the face) or a changed principal (the session
-// answers 404) loses access at once. Without Config.Auth the bridge is single-user and a
-// task belongs to the session that created it. A foreign, unknown, expired or guessed id
+// With DoorConfig.Auth set, the front door (door.go) authenticates every HTTP request and
+// the legacy face binds each session to the principal that opened it (auth.Principal.Key:
+// tenant and id). A task is owned by "principal:<key>"; every request re-reads the record
+// and compares its owner with the caller's, so a revoked key (401 at the door) or a changed
+// principal (the session answers 404) loses access at once. Without authentication the
+// bridge is single-user and a task belongs to the session that created it. A foreign, unknown, expired or guessed id
 // gets errTaskNotFound: the same bytes in every case.
 
 // metaIdempotencyKey is the _meta member a client may use instead of the Idempotency-Key
@@ -33,22 +32,12 @@ const metaIdempotencyKey = "taskbridge/idempotency-key"
 // maxIdempotencyKeyLen bounds an idempotency key.
 const maxIdempotencyKeyLen = 255
 
-// authenticateFunc adapts an Authenticator to the legacy face's hook.
-func authenticateFunc(a auth.Authenticator) func(*http.Request) (string, error) {
-	return func(r *http.Request) (string, error) {
-		p, err := a.Authenticate(r)
-		if err != nil {
-			return "", err
-		}
-		return p.Key(), nil
-	}
-}
-
 // callerOwner is the owner identity of the request's caller, re-checked against the
-// principal the face authenticated for this very request. false when they disagree (the
-// face refuses that case already; this keeps the bridge safe behind any face).
+// principal the front door authenticated for this very request (the request context).
+// false when they disagree (the face refuses that case already; this keeps the bridge safe
+// behind any face).
 func (b *Bridge) callerOwner(ctx context.Context, sess *store.Session) (string, bool) {
-	if b.cfg.Auth != nil && (sess.Principal == "" || legacy.PrincipalFrom(ctx) != sess.Principal) {
+	if auth.KeyFrom(ctx) != sess.Principal {
 		return "", false
 	}
 	return owner(sess), true

@@ -63,7 +63,7 @@ func withAuth(t testing.TB) envOpt {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return func(c *bridge.Config, _ *fixture.Options) { c.Auth = a }
+	return func(c *envConfig, _ *fixture.Options) { c.Door.Auth = a }
 }
 
 // keyed opens an initialized session under an API key.
@@ -315,7 +315,8 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 	up := httptest.NewServer(statusCanary(fx, canaries["statusMessage"]))
 	t.Cleanup(func() { up.Close(); fx.Close() })
 	e := &env{t: t, fx: fx, upURL: up.URL + "/mcp", dbPath: filepath.Join(t.TempDir(), "tb.db")}
-	cfg := bridge.Config{Logger: zerolog.New(logs).Level(zerolog.DebugLevel)}
+	cfg := envConfig{Config: bridge.Config{Logger: zerolog.New(logs).Level(zerolog.DebugLevel)}}
+	cfg.Door.Logger = cfg.Logger // the door's log lines are checked too
 	withAuth(t)(&cfg, nil)
 	e.start(cfg)
 
@@ -436,7 +437,7 @@ func TestUnknownIntentBlocksRetry(t *testing.T) {
 	if err := e.st.CreateTask(ctx, intent); err != nil {
 		t.Fatal(err)
 	}
-	e.start(bridge.Config{Logger: zerolog.Nop(), Auth: authOf(t)}) // the restart
+	e.start(envConfig{Config: bridge.Config{Logger: zerolog.Nop()}, Door: bridge.DoorConfig{Auth: authOf(t)}}) // the restart
 	alice = e.keyed(aliceKey)
 	alice.Header.Set("Idempotency-Key", "pay-1")
 	params := map[string]any{"name": "slow_compute", "arguments": raw(`{"seconds":0}`), "task": map[string]any{}}
@@ -468,9 +469,9 @@ func TestUnknownIntentBlocksRetry(t *testing.T) {
 }
 
 func authOf(t *testing.T) auth.Authenticator {
-	var c bridge.Config
+	var c envConfig
 	withAuth(t)(&c, nil)
-	return c.Auth
+	return c.Door.Auth
 }
 
 // argsHashOf is the bridge's audit hash of raw arguments (hex sha-256).
@@ -481,7 +482,7 @@ func argsHashOf(args string) string {
 // TestLimits: per-principal concurrent tasks, request rate and result size.
 func TestLimits(t *testing.T) {
 	t.Run("concurrent", func(t *testing.T) {
-		e := newEnv(t, withAuth(t), func(c *bridge.Config, _ *fixture.Options) { c.MaxConcurrentTasks = 1 })
+		e := newEnv(t, withAuth(t), func(c *envConfig, _ *fixture.Options) { c.Policy.MaxConcurrentTasks = 1 })
 		alice := e.keyed(aliceKey)
 		first := createTask(t, alice, "long_job", map[string]any{"seconds": 600})
 		err := callErr(t, alice, "tools/call", map[string]any{"name": "long_job", "arguments": map[string]any{"seconds": 600}, "task": map[string]any{}})
@@ -493,7 +494,7 @@ func TestLimits(t *testing.T) {
 		createTask(t, alice, "slow_compute", map[string]any{"seconds": 0}) // room again
 	})
 	t.Run("rate", func(t *testing.T) {
-		e := newEnv(t, withAuth(t), func(c *bridge.Config, _ *fixture.Options) { c.RequestRate, c.RequestBurst = 0.001, 3 })
+		e := newEnv(t, withAuth(t), func(c *envConfig, _ *fixture.Options) { c.Door.RequestRate, c.Door.RequestBurst = 0.001, 3 })
 		alice := e.keyed(aliceKey)
 		var err error
 		for i := 0; i < 4 && err == nil; i++ {
@@ -505,7 +506,7 @@ func TestLimits(t *testing.T) {
 		call(t, e.keyed(bobKey), "tasks/list", map[string]any{}) // bob is not throttled by alice
 	})
 	t.Run("resultBytes", func(t *testing.T) {
-		e := newEnv(t, withAuth(t), func(c *bridge.Config, _ *fixture.Options) { c.MaxResultBytes = 64 })
+		e := newEnv(t, withAuth(t), func(c *envConfig, _ *fixture.Options) { c.MaxResultBytes = 64 })
 		alice := e.keyed(aliceKey)
 		taskID := createTask(t, alice, "slow_compute", map[string]any{"seconds": 0, "label": strings.Repeat("x", 200)})
 		r := waitStatus(t, alice, taskID, "failed")
@@ -526,7 +527,7 @@ func TestTTLPurge(t *testing.T) {
 	// when a loaded machine happens to be slow.
 	var skew atomic.Int64
 	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	e := newEnv(t, withAuth(t), func(c *bridge.Config, _ *fixture.Options) {
+	e := newEnv(t, withAuth(t), func(c *envConfig, _ *fixture.Options) {
 		c.PurgeInterval = 50 * time.Millisecond
 		c.Now = now
 	})

@@ -114,13 +114,12 @@ func (b *Bridge) createTask(ctx context.Context, sess *store.Session, req *jsonr
 			return b.replay(prev, rec.Tool, rec.ArgsHash)
 		}
 	}
-	if err := b.admitTask(ctx, sess); err != nil {
+	release, err := b.startTask(ctx, own) // the gate, before the intent record
+	if err != nil {
 		return nil, err
 	}
+	defer release() // the slot covers the create call; the task then runs upstream
 	noteRoute(ctx, "translate")
-	if err := b.checkConcurrent(ctx, own); err != nil {
-		return nil, err
-	}
 	if err := b.st.CreateTask(ctx, rec); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			if prev, err2 := b.racedRequest(ctx, rec); err2 == nil {

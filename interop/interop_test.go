@@ -78,24 +78,34 @@ func newEnvWith(t *testing.T, fo fixture.Options) *env {
 	if err := b.Start(ctx); err != nil {
 		t.Fatalf("bridge.Start: %v", err)
 	}
-	e.url = serveBridge(t, b.Handler(), b.Close)
+	e.url = serveBridge(t, b)
 	return e
 }
 
-// serveBridge serves h at /mcp on loopback and returns the endpoint URL. Cleanups run
-// last-in first-out: the HTTP server stops, then closeFn (the bridge), then what the caller
-// registered before (store, upstream).
-func serveBridge(t *testing.T, h http.Handler, closeFn func(context.Context) error) string {
+// engine is a bridge engine the tests serve: its routes, and Close.
+type engine interface {
+	bridge.Engine
+	Close(context.Context) error
+}
+
+// serveBridge serves the engine behind its front door at /mcp on loopback and returns the
+// endpoint URL. Cleanups run last-in first-out: the HTTP server stops, then the engine,
+// then what the caller registered before (store, upstream).
+func serveBridge(t *testing.T, b engine) string {
 	t.Helper()
+	door, err := bridge.NewDoor(bridge.DoorConfig{Logger: zerolog.Nop()}, b)
+	if err != nil {
+		t.Fatal(err)
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", h)
+	mux.Handle("/mcp", door)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
 		srv.Close()
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := closeFn(cctx); err != nil {
+		if err := b.Close(cctx); err != nil {
 			t.Errorf("closing the bridge: %v", err)
 		}
 	})

@@ -54,7 +54,7 @@ func newReverseEnv(t *testing.T, upstreamArgs ...string) *reverseEnv {
 		t.Fatalf("Reverse.Start: %v", err)
 	}
 	e.b = b
-	e.url = serveBridge(t, b.Handler(), b.Close)
+	e.url = serveBridge(t, b)
 	return e
 }
 

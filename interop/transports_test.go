@@ -171,8 +171,12 @@ func startBridge(t *testing.T, up *sep2663.Client) string {
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	door, err := bridge.NewDoor(bridge.DoorConfig{Logger: zerolog.Nop()}, b)
+	if err != nil {
+		t.Fatal(err)
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", b.Handler())
+	mux.Handle("/mcp", door)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() {
 		srv.CloseClientConnections()

@@ -4,7 +4,7 @@
 // stdio.go) and WebSocket (an Upgrade request to the endpoint, ws.go). A stdio or
 // WebSocket connection is one session; Server.Push reaches it like a GET stream.
 //
-// The HTTP server is transport only. It validates headers, sessions and origins, frames
+// The HTTP server is transport only. It validates headers and sessions, frames
 // JSON-RPC messages as JSON or Server-Sent Events, and hands every message to a Handler
 // that the bridge implements. Sessions are store records (store.Session), so any replica
 // can serve any request of any session; only the standalone GET stream lives in one

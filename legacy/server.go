@@ -6,12 +6,12 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/url"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/taskbridge/taskbridge/internal/auth"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/store"
 )
@@ -66,9 +66,6 @@ const (
 type Options struct {
 	Store   store.Store
 	Handler Handler
-	// AllowedOrigins are exact Origin values allowed besides loopback ones
-	// (http(s)://localhost, 127.0.0.1 or [::1], any port). "*" allows every origin.
-	AllowedOrigins []string
 	// MaxBodyBytes caps a POST body (default DefaultMaxBodyBytes); larger bodies get 413.
 	MaxBodyBytes int64
 	// KeepAlive is the interval of SSE comments on the GET stream (default
@@ -91,29 +88,15 @@ type Options struct {
 	// (default DefaultMaxSessionInfoBytes): a larger clientInfo is kept as its name,
 	// version and title; larger capabilities refuse initialize with -32602 (session.go).
 	MaxSessionInfoBytes int
-	// Authenticate, when set, identifies the caller of every HTTP request. An error is
-	// answered 401 with a JSON-RPC error (the reason is not sent). A session is bound to the
-	// principal that opened it: a request carrying its id under another principal gets the
-	// same 404 as an unknown session. Nil means no authentication (principal "").
-	Authenticate func(*http.Request) (principal string, err error)
-	// Challenge, when set, gives the WWW-Authenticate value of a 401 for the request and
-	// the Authenticate error (the OAuth protected-resource challenge, auth.Challenge).
-	// Nil: Bearer realm="taskbridge".
-	Challenge func(r *http.Request, err error) string
 }
 
-// Context keys for values the face reads off the HTTP request for the Handler.
-type (
-	principalKey      struct{}
-	idempotencyKeyKey struct{}
-)
+// The face does not authenticate, check Origin or rate-limit: the front door in front of
+// it does (bridge.Door), and hands the caller's principal over in the request context
+// (auth.WithPrincipal). A session is bound to the principal that opened it: a request
+// carrying its id under another principal gets the same 404 as an unknown session.
 
-// PrincipalFrom returns the principal Options.Authenticate gave the request ("" without
-// authentication).
-func PrincipalFrom(ctx context.Context) string {
-	p, _ := ctx.Value(principalKey{}).(string)
-	return p
-}
+// idempotencyKeyKey is the context key of the Idempotency-Key header.
+type idempotencyKeyKey struct{}
 
 // IdempotencyKeyFrom returns the request's Idempotency-Key header ("" when absent).
 func IdempotencyKeyFrom(ctx context.Context) string {
@@ -131,14 +114,10 @@ func WithIdempotencyKey(ctx context.Context, key string) context.Context {
 type Server struct {
 	store     store.Store
 	h         Handler
-	origins   map[string]bool
-	anyOrigin bool
 	maxBody   int64
 	keepAlive time.Duration
 	log       zerolog.Logger
 	now       func() time.Time
-	authn     func(*http.Request) (string, error)
-	challenge func(*http.Request, error) string
 
 	// base ends every handler ctx; Close cancels it after draining (or giving up).
 	base   context.Context
@@ -170,13 +149,10 @@ func NewServer(o Options) *Server {
 	s := &Server{
 		store:     o.Store,
 		h:         o.Handler,
-		origins:   make(map[string]bool),
 		maxBody:   o.MaxBodyBytes,
 		keepAlive: o.KeepAlive,
 		log:       zerolog.Nop(),
 		now:       o.Now,
-		authn:     o.Authenticate,
-		challenge: o.Challenge,
 		idle:      make(chan struct{}),
 		streams:   make(map[string]*getStream),
 		touched:   make(map[string]time.Time),
@@ -189,10 +165,6 @@ func NewServer(o Options) *Server {
 		s.resumeWindow = DefaultResumeWindow
 	case s.resumeWindow < 0:
 		s.resumeWindow = 0
-	}
-	for _, origin := range o.AllowedOrigins {
-		s.origins[origin] = true
-		s.anyOrigin = s.anyOrigin || origin == "*"
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
@@ -213,19 +185,17 @@ func NewServer(o Options) *Server {
 // HTTP-level errors, sent with id null.
 var (
 	errMethodNotAllowed = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Method not allowed")
-	errOriginForbidden  = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Forbidden: Origin not allowed")
 	errMediaType        = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Unsupported Media Type: Content-Type must be application/json")
 	errBodyTooLarge     = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Request body too large")
 	errNotAcceptable    = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Not Acceptable: Client must accept text/event-stream")
 	errShuttingDown     = jsonrpc.NewError(jsonrpc.CodeInternalError, "Service unavailable: server is shutting down")
-	errUnauthorized     = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Unauthorized")
 )
 
 const allowHeader = "GET, POST, DELETE"
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if isWebSocketUpgrade(r) {
+	if IsWebSocketUpgrade(r) {
 		s.serveWebSocket(w, r) // ws.go: same endpoint, one WebSocket connection per session
 		return
 	}
@@ -236,25 +206,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.httpError(w, http.StatusMethodNotAllowed, errMethodNotAllowed)
 		return
 	}
-	if !s.originAllowed(r.Header.Get("Origin")) {
-		s.httpError(w, http.StatusForbidden, errOriginForbidden)
-		return
-	}
 	if !s.begin() {
 		s.httpError(w, http.StatusServiceUnavailable, errShuttingDown)
 		return
 	}
 	defer s.end()
-	if s.authn != nil {
-		principal, err := s.authn(r)
-		if err != nil {
-			s.log.Info().Err(err).Str("remote", r.RemoteAddr).Msg("legacy: authentication failed")
-			w.Header().Set("WWW-Authenticate", s.challengeFor(r, err))
-			s.httpError(w, http.StatusUnauthorized, errUnauthorized)
-			return
-		}
-		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, principal))
-	}
 	switch r.Method {
 	case http.MethodPost:
 		s.handlePost(w, r)
@@ -263,31 +219,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodDelete:
 		s.handleDelete(w, r)
 	}
-}
-
-// challengeFor is the WWW-Authenticate value of a 401 for r.
-func (s *Server) challengeFor(r *http.Request, err error) string {
-	if s.challenge != nil {
-		return s.challenge(r, err)
-	}
-	return `Bearer realm="taskbridge"`
-}
-
-// originAllowed implements the DNS-rebinding defence: no Origin (not a browser), a
-// loopback origin, or an allowed one.
-func (s *Server) originAllowed(origin string) bool {
-	if origin == "" || s.anyOrigin || s.origins[origin] {
-		return true
-	}
-	u, err := url.Parse(origin)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-		return false
-	}
-	switch u.Hostname() {
-	case "localhost", "127.0.0.1", "::1":
-		return true
-	}
-	return false
 }
 
 // handlePost serves one POSTed JSON-RPC message.
@@ -368,7 +299,7 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, msg *jsonrpc
 		p.finish(s.encodeResponse(msg.ID, nil, err))
 		return
 	}
-	sess.Principal = PrincipalFrom(r.Context())
+	sess.Principal = auth.KeyFrom(r.Context())
 	res, err := s.h.Initialize(ctx, sess, msg.Params)
 	if err != nil {
 		p.finish(s.encodeResponse(msg.ID, nil, err))

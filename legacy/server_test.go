@@ -99,47 +99,6 @@ func TestStoreFailureIs500(t *testing.T) {
 	}
 }
 
-func TestOrigin(t *testing.T) {
-	for _, tc := range []struct {
-		origin  string
-		allowed []string
-		ok      bool
-	}{
-		{"", nil, true},
-		{"http://localhost", nil, true},
-		{"http://localhost:6274", nil, true},
-		{"https://127.0.0.1:8443", nil, true},
-		{"http://[::1]:3000", nil, true},
-		{"http://evil.example", nil, false},
-		{"http://localhost.evil.example", nil, false},
-		{"http://localhost@evil.example", nil, false},
-		{"null", nil, false},
-		{"file://localhost", nil, false},
-		{"https://app.example", []string{"https://app.example"}, true},
-		{"https://app.example:444", []string{"https://app.example"}, false},
-		{"https://anything.example", []string{"*"}, true},
-	} {
-		t.Run(tc.origin, func(t *testing.T) {
-			e := newEnv(t, func(o *Options) { o.AllowedOrigins = tc.allowed })
-			resp, body := e.post("", initBody, "Origin", tc.origin)
-			if tc.ok {
-				if resp.StatusCode != http.StatusOK {
-					t.Errorf("status %d: %s", resp.StatusCode, body)
-				}
-				return
-			}
-			wantRPCError(t, resp, body, http.StatusForbidden, -32600)
-			// GET and DELETE are checked too.
-			for _, m := range []string{http.MethodGet, http.MethodDelete} {
-				req := e.request(context.Background(), m, "whatever", "")
-				req.Header.Set("Origin", tc.origin)
-				resp := e.do(req)
-				wantRPCError(t, resp, readBody(t, resp), http.StatusForbidden, -32600)
-			}
-		})
-	}
-}
-
 func TestNotificationsAndResponsesAre202(t *testing.T) {
 	e := newEnv(t, nil)
 	sid := e.initSession()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/taskbridge/taskbridge/internal/auth"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/store"
 )
@@ -194,7 +195,7 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) *store.Session 
 	}
 	sess, err := s.sessions.get(r.Context(), id)
 	switch {
-	case errors.Is(err, store.ErrNotFound) || (err == nil && (sess.Closed || sess.Principal != PrincipalFrom(r.Context()))):
+	case errors.Is(err, store.ErrNotFound) || (err == nil && (sess.Closed || sess.Principal != auth.KeyFrom(r.Context()))):
 		// A session replayed under another principal looks exactly like an unknown one.
 		s.httpError(w, http.StatusNotFound, errSessionNotFound)
 		return nil

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/taskbridge/taskbridge/internal/auth"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/store"
 )
@@ -25,6 +26,28 @@ import (
 // request's Stream writes on the connection; Server.Push to the session writes there too,
 // so notifications/tasks/status and relayed input requests reach stdio and WebSocket
 // clients the same way they reach an HTTP client's GET stream.
+
+// admissionKey is the context key of a message connection's per-message admission.
+type admissionKey struct{}
+
+// WithAdmission returns ctx carrying admit, the front door's check for each message of a
+// message connection (stdio, WebSocket): the door admits the connection once (the
+// WebSocket upgrade, the stdio process), but a connection carries many messages, each of
+// which must pass the same per-principal limits as a POST. A request admit refuses is
+// answered with its error; a refused notification is dropped; responses (answers to the
+// bridge's own requests) are never refused, so no asked-for answer is lost.
+func WithAdmission(ctx context.Context, admit func(context.Context) error) context.Context {
+	return context.WithValue(ctx, admissionKey{}, admit)
+}
+
+// admit applies the connection's admission (if any) to one inbound message.
+func admit(ctx context.Context, msg *jsonrpc.Message) error {
+	fn, _ := ctx.Value(admissionKey{}).(func(context.Context) error)
+	if fn == nil || msg.IsResponse() {
+		return nil
+	}
+	return fn(ctx)
+}
 
 // errNotInitialized answers a request sent on a connection before initialize.
 var errNotInitialized = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Bad Request: send initialize first")
@@ -266,6 +289,12 @@ func (c *conn) handle(ctx context.Context, b []byte, handlers *sync.WaitGroup) {
 		c.respond(jsonrpc.ID{}, nil, err)
 		return
 	}
+	if err := admit(ctx, msg); err != nil {
+		if msg.IsRequest() {
+			c.respond(msg.ID, nil, err)
+		}
+		return
+	}
 	switch {
 	case msg.Method == "initialize" && msg.IsRequest():
 		if c.sess != nil {
@@ -316,6 +345,7 @@ func (c *conn) initialize(ctx context.Context, msg *jsonrpc.Message) {
 		c.respond(msg.ID, nil, err)
 		return
 	}
+	sess.Principal = auth.KeyFrom(ctx) // the connection's principal, fixed when it was admitted
 	res, err := s.h.Initialize(ctx, sess, msg.Params)
 	if err != nil {
 		c.respond(msg.ID, nil, err)

@@ -17,8 +17,10 @@ import (
 // WebSocketClientTransport sends) becomes one connection, which is one session. Each text
 // frame carries exactly one JSON-RPC message, in both directions. The server pings every
 // Options.KeepAlive (default 15 s) and drops a peer that has not answered (pong or any
-// frame) within two intervals. The Origin check is the HTTP face's: absent, loopback or
-// allowed; browsers always send one, so this is the DNS-rebinding defence here too.
+// frame) within two intervals. Authentication, the Origin check (the DNS-rebinding
+// defence) and the rate limit are the front door's (bridge.Door), as for every HTTP
+// request: the upgrade request passes it first, and the door hands each message of the
+// connection to its rate limit through WithAdmission.
 //
 // Decisions the spec leaves open: a handshake without the "mcp" subprotocol is refused
 // with 400 (a peer that did not ask for MCP framing would misread it); binary frames are
@@ -32,17 +34,13 @@ const wsWriteTimeout = 10 * time.Second
 
 var errWSSubprotocol = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, `Bad Request: WebSocket handshake must offer the "mcp" subprotocol`)
 
-// isWebSocketUpgrade reports whether r asks to become a WebSocket.
-func isWebSocketUpgrade(r *http.Request) bool {
+// IsWebSocketUpgrade reports whether r asks to become a WebSocket.
+func IsWebSocketUpgrade(r *http.Request) bool {
 	return r.Method == http.MethodGet && websocket.IsWebSocketUpgrade(r)
 }
 
 // serveWebSocket upgrades r and serves the connection until either side closes it.
 func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
-	if !s.originAllowed(r.Header.Get("Origin")) {
-		s.httpError(w, http.StatusForbidden, errOriginForbidden)
-		return
-	}
 	if !slices.Contains(websocket.Subprotocols(r), Subprotocol) {
 		s.httpError(w, http.StatusBadRequest, errWSSubprotocol)
 		return
@@ -54,7 +52,7 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	defer s.end()
 	up := websocket.Upgrader{
 		Subprotocols: []string{Subprotocol},
-		// Origin was checked above with the face's own rule.
+		// Origin was checked by the front door, with the one rule for every face.
 		CheckOrigin: func(*http.Request) bool { return true },
 	}
 	ws, err := up.Upgrade(w, r, nil)

@@ -112,3 +112,30 @@ func LegacyTasksCapability() legacy.ServerTasksCapability {
 		Requests: &legacy.ServerTaskRequestsCapability{Tools: &legacy.ToolsTaskCapability{Call: &struct{}{}}},
 	}
 }
+
+// WithoutTasksExtension returns a 2026-07-28 ClientCapabilities object without the tasks
+// extension (extensions[sep2663.ExtensionTasks] removed, extensions dropped when nothing is
+// left in it); every other member keeps its bytes. The modern pass-through sends a
+// tools/call with it when no new task may start, so the upstream must answer synchronously
+// or refuse, as a legacy client is told to call without params.task.
+func WithoutTasksExtension(caps json.RawMessage) (json.RawMessage, error) {
+	ms, err := objectMembers(caps)
+	if err != nil {
+		return nil, err
+	}
+	ext, ok := lookup(ms, "extensions")
+	if !ok || !isObject(ext) {
+		return caps, nil
+	}
+	em, err := objectMembers(ext)
+	if err != nil {
+		return nil, err
+	}
+	if _, has := lookup(em, sep2663.ExtensionTasks); !has {
+		return caps, nil
+	}
+	if em = without(em, sep2663.ExtensionTasks); len(em) == 0 {
+		return encodeObject(without(ms, "extensions")), nil
+	}
+	return encodeObject(set(ms, "extensions", encodeObject(em))), nil
+}

@@ -73,3 +73,22 @@ func TestServerCapsToLegacy(t *testing.T) {
 		t.Fatal("invalid JSON accepted")
 	}
 }
+
+func TestWithoutTasksExtension(t *testing.T) {
+	const tasks = `"io.modelcontextprotocol/tasks":{}`
+	for _, c := range []struct{ in, want string }{
+		{`{"extensions":{` + tasks + `}}`, `{}`},
+		{`{"sampling":{},"extensions":{"x/y":{"a":1},` + tasks + `}}`, `{"sampling":{},"extensions":{"x/y":{"a":1}}}`},
+		{`{"elicitation":{"form":{}}}`, `{"elicitation":{"form":{}}}`},
+		{`{"extensions":{"x/y":{}}}`, `{"extensions":{"x/y":{}}}`},
+		{`{}`, `{}`},
+	} {
+		got, err := WithoutTasksExtension(json.RawMessage(c.in))
+		if err != nil || string(got) != c.want {
+			t.Errorf("WithoutTasksExtension(%s) = %s, %v; want %s", c.in, got, err, c.want)
+		}
+	}
+	if _, err := WithoutTasksExtension(json.RawMessage(`[1]`)); err == nil {
+		t.Error("an array: want an error")
+	}
+}

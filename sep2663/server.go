@@ -24,13 +24,12 @@ import (
 	"encoding/json"
 	"io"
 	"mime"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/tidwall/gjson"
 
+	"github.com/taskbridge/taskbridge/internal/auth"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 )
 
@@ -45,7 +44,11 @@ type Request struct {
 	Capabilities    ClientCapabilities
 	// ClientInfo is _meta clientInfo when present (display and logging only).
 	ClientInfo *Implementation
-	// HTTP is the underlying request (headers for auth; do not read its body).
+	// Principal is the key of the caller the front door authenticated (auth.Principal.Key;
+	// "" in single-user mode). The face never authenticates: bridge.Door does, before the
+	// request reaches it, and hands the principal over in the request context.
+	Principal string
+	// HTTP is the underlying request (headers; do not read its body).
 	HTTP *http.Request
 }
 
@@ -71,18 +74,15 @@ func (f HandlerFunc) Serve(ctx context.Context, req *Request) (json.RawMessage, 
 // ServerOptions configure a Server. Handler is required.
 type ServerOptions struct {
 	Handler Handler
-	// AllowedOrigins are exact Origin values allowed besides loopback ones; "*" allows all.
-	AllowedOrigins []string
 	// MaxBodyBytes caps a POST body (default 4 MiB).
 	MaxBodyBytes int64
 }
 
-// Server is the 2026-07-28 Streamable HTTP face. Safe for concurrent use.
+// Server is the 2026-07-28 Streamable HTTP face. Safe for concurrent use. Authentication,
+// the Origin check and the rate limit are the front door's (bridge.Door), not the face's.
 type Server struct {
-	h         Handler
-	origins   map[string]bool
-	anyOrigin bool
-	maxBody   int64
+	h       Handler
+	maxBody int64
 }
 
 // NewServer returns a Server; it panics without a Handler.
@@ -93,14 +93,7 @@ func NewServer(o ServerOptions) *Server {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 4 << 20
 	}
-	s := &Server{h: o.Handler, origins: map[string]bool{}, maxBody: o.MaxBodyBytes}
-	for _, v := range o.AllowedOrigins {
-		if v == "*" {
-			s.anyOrigin = true
-		}
-		s.origins[v] = true
-	}
-	return s
+	return &Server{h: o.Handler, maxBody: o.MaxBodyBytes}
 }
 
 // Errors of the modern face.
@@ -128,10 +121,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		http.Error(w, "method not allowed: the 2026-07-28 endpoint takes POST only", http.StatusMethodNotAllowed)
-		return
-	}
-	if !s.originAllowed(r.Header.Get("Origin")) {
-		http.Error(w, "forbidden origin", http.StatusForbidden)
 		return
 	}
 	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/json" {
@@ -205,7 +194,8 @@ func (s *Server) validate(r *http.Request, msg *jsonrpc.Message) (*Request, int,
 	if err := checkName(r.Header, msg.Method, params); err != nil {
 		return nil, http.StatusBadRequest, err
 	}
-	req := &Request{ID: msg.ID, Method: msg.Method, Params: params, CapabilitiesRaw: json.RawMessage(caps.Raw), HTTP: r}
+	req := &Request{ID: msg.ID, Method: msg.Method, Params: params, CapabilitiesRaw: json.RawMessage(caps.Raw),
+		Principal: auth.KeyFrom(r.Context()), HTTP: r}
 	if !caps.IsObject() || json.Unmarshal([]byte(caps.Raw), &req.Capabilities) != nil {
 		return nil, http.StatusBadRequest, jsonrpc.ErrInvalidParams.Wrapf("_meta %s must be a ClientCapabilities object", MetaClientCapabilities)
 	}
@@ -280,39 +270,4 @@ func writeMessage(w http.ResponseWriter, status int, m *jsonrpc.Message) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(b)
-}
-
-// originAllowed accepts no Origin (non-browser clients), loopback origins, and the
-// configured list (DNS-rebinding protection).
-func (s *Server) originAllowed(origin string) bool {
-	if origin == "" || s.anyOrigin || s.origins[origin] {
-		return true
-	}
-	u, err := url.Parse(origin)
-	if err != nil {
-		return false
-	}
-	host := u.Hostname()
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// IsModernRequest reports whether an HTTP request to the shared endpoint belongs to the
-// 2026-07-28 era: a POST without Mcp-Session-Id that is not initialize and either names a
-// non-legacy revision in MCP-Protocol-Version or carries the _meta protocolVersion
-// envelope in its body. body is the already-read request body.
-func IsModernRequest(r *http.Request, body []byte, legacyVersion func(string) bool) bool {
-	if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" {
-		return false
-	}
-	if gjson.GetBytes(body, "method").Str == "initialize" {
-		return false
-	}
-	if v := r.Header.Get(HeaderProtocolVersion); v != "" && !legacyVersion(v) {
-		return true
-	}
-	return gjson.GetBytes(body, "params._meta."+gjson.Escape(MetaProtocolVersion)).Exists()
 }

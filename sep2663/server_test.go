@@ -138,30 +138,3 @@ func TestServerTransportRules(t *testing.T) {
 		t.Errorf("notification: %d, want 202", resp.StatusCode)
 	}
 }
-
-func TestIsModernRequest(t *testing.T) {
-	legacy := func(v string) bool { return v == "2025-11-25" || v == "2025-06-18" }
-	cases := []struct {
-		name    string
-		method  string
-		headers map[string]string
-		body    string
-		want    bool
-	}{
-		{"modern header", "POST", map[string]string{"MCP-Protocol-Version": "2026-07-28"}, `{"method":"tools/list"}`, true},
-		{"modern envelope without header", "POST", nil, `{"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, true},
-		{"initialize", "POST", nil, `{"method":"initialize","params":{}}`, false},
-		{"legacy session", "POST", map[string]string{"Mcp-Session-Id": "s", "MCP-Protocol-Version": "2026-07-28"}, `{"method":"tools/list"}`, false},
-		{"legacy version header", "POST", map[string]string{"MCP-Protocol-Version": "2025-11-25"}, `{"method":"tools/list"}`, false},
-		{"GET", "GET", map[string]string{"MCP-Protocol-Version": "2026-07-28"}, ``, false},
-	}
-	for _, c := range cases {
-		r := httptest.NewRequest(c.method, "/mcp", nil)
-		for k, v := range c.headers {
-			r.Header.Set(k, v)
-		}
-		if got := IsModernRequest(r, []byte(c.body), legacy); got != c.want {
-			t.Errorf("%s: %v, want %v", c.name, got, c.want)
-		}
-	}
-}

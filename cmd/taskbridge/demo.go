@@ -67,8 +67,12 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer b.Close(context.Background())
+	door, err := bridge.NewDoor(bridge.DoorConfig{Logger: zerolog.Nop()}, b)
+	if err != nil {
+		return err
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", b.Handler())
+	mux.Handle("/mcp", door)
 	brURL, stopBr, err := serveLoopback(mux)
 	if err != nil {
 		return err

@@ -16,9 +16,10 @@ import (
 )
 
 // mcpBridge is what serve runs: the forward bridge (2026-07-28 upstream) or the reverse
-// bridge (2025-11-25 upstream). Both serve both client eras on one /mcp.
+// bridge (2025-11-25 upstream). Both serve both client eras on one /mcp, behind the front
+// door (bridge.NewDoor).
 type mcpBridge interface {
-	Handler() http.Handler
+	bridge.Engine
 	ActiveTasks() int
 	UpstreamReady(context.Context) error
 	Close(context.Context) error

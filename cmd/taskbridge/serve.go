@@ -90,45 +90,41 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("serve: %w", err)
 	}
 	drain := ops.NewDrain()
+	// One work gate for every route (bridge/internal/gate): its policy is one value,
+	// replaced as a whole by gate.SetPolicy.
+	gate := bridge.NewGate(bridge.GateConfig{Draining: drain.Draining, Metrics: m, Policy: bridge.Policy{
+		KillSwitch: cfg.KillSwitch, Sunset: cfg.Sunset,
+		MaxConcurrentTasks: cfg.MaxConcurrentTasks, MaxInflight: cfg.MaxUpstreamInflight,
+	}})
 	bcfg := bridge.Config{
-		Store:          st,
-		Upstream:       upstream,
-		Logger:         log,
-		MaxTTLMs:       cfg.MaxTTL.Milliseconds(),
-		PollFloorMs:    cfg.PollFloorMs,
-		PollCeilMs:     cfg.PollCeilMs,
-		Heartbeat:      cfg.Heartbeat,
-		ListPageSize:   cfg.ListPageSize,
-		CreateTimeout:  cfg.CreateTimeout,
-		StatusTimeout:  cfg.StatusTimeout,
-		CancelTimeout:  cfg.CancelTimeout,
-		InputTimeout:   cfg.InputTimeout,
-		MaxBodyBytes:   cfg.MaxBody,
-		AllowedOrigins: cfg.AllowedOrigins,
-		Auth:           authn,
-		Metrics:        m,
-		Draining:       drain.Draining,
-		KillSwitch:     cfg.KillSwitch,
-		Sunset:         cfg.Sunset,
+		Store:         st,
+		Upstream:      upstream,
+		Logger:        log,
+		MaxTTLMs:      cfg.MaxTTL.Milliseconds(),
+		PollFloorMs:   cfg.PollFloorMs,
+		PollCeilMs:    cfg.PollCeilMs,
+		Heartbeat:     cfg.Heartbeat,
+		ListPageSize:  cfg.ListPageSize,
+		CreateTimeout: cfg.CreateTimeout,
+		StatusTimeout: cfg.StatusTimeout,
+		CancelTimeout: cfg.CancelTimeout,
+		InputTimeout:  cfg.InputTimeout,
+		MaxBodyBytes:  cfg.MaxBody,
+		Metrics:       m,
+		Gate:          gate,
 
-		MaxConcurrentTasks: cfg.MaxConcurrentTasks,
-		PollFaultBudget:    cfg.PollFaultBudget,
-		RequestRate:        cfg.RequestRate,
-		RequestBurst:       cfg.RequestBurst,
-		MaxResultBytes:     cfg.MaxResultBytes,
-		AuditRetention:     cfg.AuditRetention,
-		PurgeInterval:      cfg.PurgeInterval,
-		HostAllow:          cfg.HostAllow,
-		HostDeny:           cfg.HostDeny,
-		NoHosting:          cfg.NoHosting,
-		HostWorkers:        cfg.HostWorkers,
+		MaxResultBytes:  cfg.MaxResultBytes,
+		PollFaultBudget: cfg.PollFaultBudget,
+		AuditRetention:  cfg.AuditRetention,
+		PurgeInterval:   cfg.PurgeInterval,
+		HostAllow:       cfg.HostAllow,
+		HostDeny:        cfg.HostDeny,
+		NoHosting:       cfg.NoHosting,
+		HostWorkers:     cfg.HostWorkers,
 
 		MaxReplayBytes:      cfg.MaxReplayBytes,
 		MaxSessionInfoBytes: cfg.MaxSessionInfoBytes,
 		SessionRetention:    cfg.ReportWindow,
-	}
-	if prm != nil {
-		bcfg.AuthChallenge = prm.Challenge
 	}
 	if bcfg.ToolTaskSupport, err = parseToolTaskSupport(cfg.ToolTaskSupport); err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -142,16 +138,12 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var b mcpBridge
 	switch era {
 	case eraLegacy:
-		if authn != nil {
-			return errors.New("serve: the upstream speaks MCP 2025-11-25; client authentication is not supported in front of such an upstream yet (remove the auth settings)")
-		}
 		log.Info().Str("upstream", up.describe()).Msg("upstream speaks MCP 2025-11-25 (server/discover refused): reverse route for 2026-07-28 clients, pass-through for 2025-11-25 clients")
 		hc, h := upstreamHTTP(cfg, m, tl)
 		rb, err := newReverseFromConfig(ctx, bridge.ReverseConfig{
 			Store: st, Logger: log, PollFloorMs: cfg.PollFloorMs, PollCeilMs: cfg.PollCeilMs,
 			CreateTimeout: cfg.CreateTimeout, StatusTimeout: cfg.StatusTimeout, CancelTimeout: cfg.CancelTimeout,
-			InputTimeout: cfg.InputTimeout, MaxBodyBytes: cfg.MaxBody, AllowedOrigins: cfg.AllowedOrigins,
-			Draining: drain.Draining, KillSwitch: cfg.KillSwitch,
+			InputTimeout: cfg.InputTimeout, MaxBodyBytes: cfg.MaxBody, Gate: gate,
 			MaxReplayBytes: cfg.MaxReplayBytes, MaxSessionInfoBytes: cfg.MaxSessionInfoBytes,
 			SessionRetention: cfg.ReportWindow, PurgeInterval: cfg.PurgeInterval,
 		}, up.url, h, hc)
@@ -172,6 +164,14 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		b = fb
 	}
+	dc := doorConfig(cfg, authn, log)
+	if prm != nil {
+		dc.AuthChallenge = prm.Challenge // the OAuth protected-resource challenge on every 401
+	}
+	door, err := bridge.NewDoor(dc, b)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	m.SetTasksSource(ops.TasksInFlight(st))
 	m.SetKillSwitch(cfg.KillSwitch)
 	if cfg.KillSwitch {
@@ -184,7 +184,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("serve: admin listener: %w", err)
 		}
 	}
-	s := &server{log: log, cfg: cfg, b: b, drain: drain, inflight: inflight, sigc: sigc, hup: hup, tls: tl, prm: prm,
+	s := &server{log: log, cfg: cfg, b: b, door: door, drain: drain, inflight: inflight, sigc: sigc, hup: hup, tls: tl, prm: prm,
 		admin: ops.Handler(ops.Options{Store: st, Metrics: m, Logger: log, UpstreamReady: b.UpstreamReady,
 			ActiveTasks: b.ActiveTasks, Drain: drain, Inflight: inflight, Version: version,
 			Upstream: up.describe(), KillSwitch: cfg.KillSwitch, Sunset: cfg.Sunset,
@@ -198,6 +198,14 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		warnPlainHTTP(log, "admin", admin, tl.admin)
 	}
 	return s.serve(ctx, ln, admin, m)
+}
+
+// doorConfig is the front door's share of the configuration: authentication, origins,
+// body bounds, the request rate and the stdio principal.
+func doorConfig(cfg *config.Config, authn auth.Authenticator, log zerolog.Logger) bridge.DoorConfig {
+	return bridge.DoorConfig{Auth: authn, AllowedOrigins: cfg.AllowedOrigins, MaxBodyBytes: cfg.MaxBody,
+		BodyReadTimeout: cfg.BodyReadTimeout, RequestRate: cfg.RequestRate, RequestBurst: cfg.RequestBurst,
+		StdioPrincipal: cfg.StdioPrincipal, Logger: log}
 }
 
 // openUpstream builds the upstream client: over HTTP with the instrumented transport and
@@ -232,6 +240,7 @@ type server struct {
 	log      zerolog.Logger
 	cfg      *config.Config
 	b        mcpBridge
+	door     http.Handler // the front door: the only handler at /mcp
 	drain    *ops.Drain
 	inflight *ops.Inflight
 	sigc     chan os.Signal
@@ -244,13 +253,13 @@ type server struct {
 // serve serves until a drain ends (first signal, ctx cancelled, or POST /admin/drain) and
 // returns nil, or until a second signal, which returns an error at once.
 //
-// A drain refuses new task-augmented calls (bridge.Config.Draining), keeps serving
+// A drain refuses new task-augmented calls (the work gate's Draining), keeps serving
 // everything else, and waits until no MCP POST is in flight and no task tracked here is
 // unfinished for drain_quiet (at most drain_timeout); tasks left then are resumed from the
 // store by any replica, or by this one after a restart.
 func (s *server) serve(ctx context.Context, ln, adminLn net.Listener, m *metrics.Metrics) error {
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", s.inflight.Wrap(s.b.Handler()))
+	mux.Handle("/mcp", s.inflight.Wrap(s.door))
 	mux.HandleFunc("/healthz", ops.Healthz)
 	if s.prm != nil {
 		for _, p := range s.prm.Paths() {

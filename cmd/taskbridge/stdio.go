@@ -13,8 +13,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskbridge/taskbridge/bridge"
+	"github.com/taskbridge/taskbridge/internal/config"
 	"github.com/taskbridge/taskbridge/internal/redact"
-	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/sep2663"
 )
 
@@ -64,9 +64,17 @@ func (u *upstreamFlags) open(log zerolog.Logger, childStderr io.Writer) (up *sep
 	return nil, nil, errors.New("--upstream URL or --upstream-cmd CMD is required")
 }
 
+// stdioKeys are the configuration keys "taskbridge stdio" takes as flags (besides its own
+// flags above); they also come from --config and TASKBRIDGE_* like serve's.
+var stdioKeys = []string{"stdio_principal", "request_rate", "request_burst", "max_body", "kill_switch", "sunset",
+	"max_concurrent_tasks", "max_upstream_inflight"}
+
 // cmdStdio serves one legacy client on stdin/stdout: an MCP client launches
 // "taskbridge stdio --upstream URL" as its server. stdout carries only MCP messages; logs
-// go to stderr. The session ends when stdin closes.
+// go to stderr. The session ends when stdin closes. The client passes the front door like
+// every other (bridge.Door.ServeStdio): the line cap (max_body), the process's principal
+// (stdio_principal), the rate limit, then the route, whose work gate applies the kill
+// switch, the sunset and the limits.
 func cmdStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("stdio", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -76,8 +84,13 @@ func cmdStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	logLevel := fs.String("log-level", "warn", "log level on stderr: debug, info, warn, error")
 	pollFloor := fs.Int64("poll-floor-ms", 250, "lowest poll interval told to clients and used upstream, ms")
 	heartbeat := fs.Duration("heartbeat", 10*time.Second, "progress heartbeat interval on long requests")
+	loader := config.RegisterKeys(fs, stdioKeys...)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	cfg, err := loader.Load(os.Getenv)
+	if err != nil {
+		return fmt.Errorf("stdio: configuration:\n%w", err)
 	}
 	log := newLogger(stderr, *logLevel)
 	spec := *storeSpec
@@ -99,32 +112,40 @@ func cmdStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return fmt.Errorf("stdio: %w", err)
 	}
 	defer shutdownUpstream(stopUpstream, up.closeWait+up.termWait+time.Second)
+	gate := bridge.NewGate(bridge.GateConfig{Policy: bridge.Policy{KillSwitch: cfg.KillSwitch, Sunset: cfg.Sunset,
+		MaxConcurrentTasks: cfg.MaxConcurrentTasks, MaxInflight: cfg.MaxUpstreamInflight}})
+	var engine mcpBridge
 	// A 2025-11-25 upstream (server/discover refused, era.go) gets the pass-through face.
 	if up.cmd == "" && detectEra(ctx, client, 10*time.Second, log) == eraLegacy {
-		rb, err := newReverseFromConfig(ctx, bridge.ReverseConfig{Store: st, Logger: log, PollFloorMs: *pollFloor}, up.url, nil, nil)
+		rb, err := newReverseFromConfig(ctx, bridge.ReverseConfig{Store: st, Logger: log, PollFloorMs: *pollFloor,
+			MaxBodyBytes: cfg.MaxBody, Gate: gate}, up.url, nil, nil)
 		if err != nil {
 			return fmt.Errorf("stdio: legacy upstream %s: %w", up.describe(), err)
 		}
 		log.Info().Str("upstream", up.describe()).Msg("taskbridge serving stdio (2025-11-25 upstream: pass-through)")
-		serveErr := rb.Legacy().ServeStdio(ctx, stdin, stdout, legacy.StdioOptions{})
+		engine = rb
+	} else {
+		b, err := bridge.New(bridge.Config{Store: st, Upstream: client, Logger: log, PollFloorMs: *pollFloor,
+			Heartbeat: *heartbeat, MaxBodyBytes: cfg.MaxBody, Gate: gate})
+		if err != nil {
+			return err
+		}
+		if err := b.Start(ctx); err != nil {
+			return err
+		}
+		log.Info().Str("upstream", up.describe()).Msg("taskbridge serving stdio")
+		engine = b
+	}
+	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = rb.Close(cctx)
-		return serveErr
-	}
-	b, err := bridge.New(bridge.Config{Store: st, Upstream: client, Logger: log, PollFloorMs: *pollFloor, Heartbeat: *heartbeat})
+		_ = engine.Close(cctx)
+	}()
+	door, err := bridge.NewDoor(doorConfig(cfg, nil, log), engine)
 	if err != nil {
-		return err
+		return fmt.Errorf("stdio: %w", err)
 	}
-	if err := b.Start(ctx); err != nil {
-		return err
-	}
-	log.Info().Str("upstream", up.describe()).Msg("taskbridge serving stdio")
-	serveErr := b.Legacy().ServeStdio(ctx, stdin, stdout, legacy.StdioOptions{})
-	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = b.Close(cctx)
-	return serveErr
+	return door.ServeStdio(ctx, stdin, stdout)
 }
 
 // shutdownUpstream stops an upstream child within limit.

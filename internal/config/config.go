@@ -77,6 +77,9 @@ type Config struct {
 	MaxConcurrentTasks    int           `key:"max_concurrent_tasks" help:"unfinished tasks allowed per principal (per session without auth); 0: no cap"`
 	RequestRate           float64       `key:"request_rate" help:"JSON-RPC requests per second allowed per principal on each replica; 0: no cap"`
 	RequestBurst          int           `key:"request_burst" help:"burst above request_rate (0: twice the rate)"`
+	BodyReadTimeout       time.Duration `key:"body_read_timeout" help:"longest the reading of one request body may take; a slower (trickled) body is cut off with 408"`
+	MaxUpstreamInflight   int           `key:"max_upstream_inflight" help:"upstream calls in flight at once on behalf of clients; beyond it a request is refused at once with \"overloaded, retry after\" (0: no cap)"`
+	StdioPrincipal        string        `key:"stdio_principal" help:"principal of the taskbridge stdio session (its tasks belong to it as to an API key of that principal); empty: single-user, tasks bound to the session"`
 	MaxResultBytes        int64         `key:"max_result_bytes" help:"largest task result or error kept; a larger one fails the task"`
 	AuditRetention        time.Duration `key:"audit_retention" help:"how long the audit part of a task record outlives its ttl"`
 	PurgeInterval         time.Duration `key:"purge_interval" help:"how often expired task payloads are purged"`
@@ -147,6 +150,10 @@ func Default() *Config {
 		MaxHeaderBytes:      64 << 10,
 		MaxReplayBytes:      64 << 20,
 		MaxSessionInfoBytes: 8 << 10,
+
+		// The front door and the work gate.
+		BodyReadTimeout:     60 * time.Second,
+		MaxUpstreamInflight: 256,
 	}
 }
 
@@ -593,6 +600,12 @@ func (c *Config) Validate(needUpstream bool) error {
 		if d, ok := durs[f.key]; ok && d <= 0 {
 			bad(f.key, "must be a positive duration, got %s", d)
 		}
+	}
+	if c.BodyReadTimeout <= 0 {
+		bad("body_read_timeout", "must be a positive duration, got %s", c.BodyReadTimeout)
+	}
+	if c.MaxUpstreamInflight < 0 {
+		bad("max_upstream_inflight", "must not be negative (0: no cap), got %d", c.MaxUpstreamInflight)
 	}
 	if c.SunsetWarn < 0 {
 		bad("sunset_warn", "must not be negative, got %s", c.SunsetWarn)
