@@ -228,7 +228,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	key := d.rateKey(ctx, r)
 	if err := d.limit.admit(key); err != nil {
-		rateLimited(w, err)
+		rateLimited(w, r, err)
 		return
 	}
 	var body []byte
@@ -258,18 +258,31 @@ func (d *Door) transportLimits(w http.ResponseWriter, r *http.Request) bool {
 	case http.MethodGet, http.MethodPost, http.MethodDelete:
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")
-		writeHTTPError(w, http.StatusMethodNotAllowed, errMethodNotAllowed)
+		refuse(w, r, http.StatusMethodNotAllowed, errMethodNotAllowed)
 		return false
 	}
 	if !d.origins.allowed(r.Header.Get("Origin")) {
-		writeHTTPError(w, http.StatusForbidden, errOriginForbidden)
+		refuse(w, r, http.StatusForbidden, errOriginForbidden)
 		return false
 	}
 	if r.Method == http.MethodPost && r.ContentLength > d.cfg.MaxBodyBytes {
-		writeHTTPError(w, http.StatusRequestEntityTooLarge, errBodyTooLarge.Wrapf("limit is %d bytes", d.cfg.MaxBodyBytes))
+		refuse(w, r, http.StatusRequestEntityTooLarge, errBodyTooLarge.Wrapf("limit is %d bytes", d.cfg.MaxBodyBytes))
 		return false
 	}
 	return true
+}
+
+// refuse answers a request the door will not serve. A body it has not read (or not read to
+// the end) must not hold the connection: net/http would read up to 256 KiB of it after
+// the answer, at the sender's pace, to reuse the connection. So the read deadline is set
+// to now and the connection closes after the answer: a refused caller costs a few KiB and
+// no time.
+func refuse(w http.ResponseWriter, r *http.Request, status int, e *jsonrpc.Error) {
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	}
+	writeHTTPError(w, status, e)
 }
 
 // authenticate identifies the caller from the headers; false when it answered 401. The
@@ -283,7 +296,7 @@ func (d *Door) authenticate(w http.ResponseWriter, r *http.Request) (context.Con
 	p, err := d.cfg.Auth.Authenticate(&headersOnly)
 	if err != nil {
 		d.log.Info().Err(err).Str("remote", r.RemoteAddr).Msg("front door: authentication failed")
-		unauthorized(w)
+		unauthorized(w, r)
 		return nil, false
 	}
 	return auth.WithPrincipal(r.Context(), p), true
@@ -291,9 +304,9 @@ func (d *Door) authenticate(w http.ResponseWriter, r *http.Request) (context.Con
 
 // unauthorized is the one 401 of every route and transport: a JSON-RPC error body with id
 // null and a Bearer challenge. (RFC 9728 resource_metadata belongs here when it comes.)
-func unauthorized(w http.ResponseWriter) {
+func unauthorized(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="taskbridge"`)
-	writeHTTPError(w, http.StatusUnauthorized, errUnauthorized)
+	refuse(w, r, http.StatusUnauthorized, errUnauthorized)
 }
 
 // readBody reads the whole body of an authenticated POST, at most MaxBodyBytes, under the
@@ -308,20 +321,19 @@ func (d *Door) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 		buf.Grow(int(n)) // bounded by transportLimits
 	}
 	_, err := buf.ReadFrom(io.LimitReader(r.Body, d.cfg.MaxBodyBytes+1))
-	if d.cfg.BodyReadTimeout > 0 {
-		_ = rc.SetReadDeadline(time.Time{}) // the answer may be a long SSE stream
-	}
 	switch {
 	case err != nil && isTimeout(err):
-		w.Header().Set("Connection", "close")
-		writeHTTPError(w, http.StatusRequestTimeout, errBodyTimeout.Wrapf("limit is %s", d.cfg.BodyReadTimeout))
+		refuse(w, r, http.StatusRequestTimeout, errBodyTimeout.Wrapf("limit is %s", d.cfg.BodyReadTimeout))
 		return nil, false
 	case err != nil:
-		writeHTTPError(w, http.StatusBadRequest, errBodyUnreadable)
+		refuse(w, r, http.StatusBadRequest, errBodyUnreadable)
 		return nil, false
 	case int64(buf.Len()) > d.cfg.MaxBodyBytes:
-		writeHTTPError(w, http.StatusRequestEntityTooLarge, errBodyTooLarge.Wrapf("limit is %d bytes", d.cfg.MaxBodyBytes))
+		refuse(w, r, http.StatusRequestEntityTooLarge, errBodyTooLarge.Wrapf("limit is %d bytes", d.cfg.MaxBodyBytes))
 		return nil, false
+	}
+	if d.cfg.BodyReadTimeout > 0 {
+		_ = rc.SetReadDeadline(time.Time{}) // the answer may be a long SSE stream
 	}
 	return buf.Bytes(), true
 }

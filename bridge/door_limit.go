@@ -74,11 +74,11 @@ func (l *rateLimiter) admit(key string) error {
 
 // rateLimited answers an HTTP request the rate limit refused: 429, Retry-After (whole
 // seconds, rounded up) and the JSON-RPC error with id null (the body was not read).
-func rateLimited(w http.ResponseWriter, err error) {
+func rateLimited(w http.ResponseWriter, r *http.Request, err error) {
 	e := jsonrpc.AsError(err)
 	ms := gjson.GetBytes(e.Data, "retryAfterMs").Int()
 	w.Header().Set("Retry-After", strconv.FormatInt((ms+999)/1000, 10))
-	writeHTTPError(w, http.StatusTooManyRequests, e)
+	refuse(w, r, http.StatusTooManyRequests, e)
 }
 
 // originPolicy is the one Origin rule of every face (DNS-rebinding defence): no Origin (not
