@@ -258,7 +258,10 @@ func (l *legacyHTTP) startTask(ctx context.Context) error {
 	return legacyStart(ctx, l, l.h)
 }
 
-func (l *legacyHTTP) cheap(ctx context.Context) error { _, err := l.call(ctx, "ping", `{}`); return err }
+func (l *legacyHTTP) cheap(ctx context.Context) error {
+	_, err := l.call(ctx, "ping", `{}`)
+	return err
+}
 
 // legacyStart creates a 2025-11-25 task (params.task) of the harness's tool.
 func legacyStart(ctx context.Context, c tableClient, h *harness) error {
