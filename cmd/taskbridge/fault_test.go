@@ -114,8 +114,9 @@ func (f *front) to(u string) {
 		}})
 }
 
-// serveChild runs "taskbridge serve" on storeArg and waits for its listening line.
-func serveChild(t *testing.T, bin, upstream, storeArg, name string) *child {
+// serveChild runs "taskbridge serve" on storeArg (with extra flags) and waits for its
+// listening line.
+func serveChild(t *testing.T, bin, upstream, storeArg, name string, extra ...string) *child {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	logf, err := os.Create(logPath)
@@ -125,6 +126,7 @@ func serveChild(t *testing.T, bin, upstream, storeArg, name string) *child {
 	c := &child{log: logPath}
 	c.cmd = exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--upstream", upstream,
 		"--store", storeArg, "--poll-floor-ms", "100", "--heartbeat", "1s", "--log-level", "debug")
+	c.cmd.Args = append(c.cmd.Args, extra...)
 	c.cmd.Stderr = logf
 	stdout, err := c.cmd.StdoutPipe()
 	if err != nil {
