@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/legacyclient"
 	"github.com/taskbridge/taskbridge/internal/testenv"
 	"github.com/taskbridge/taskbridge/sep2663"
 )
@@ -89,5 +91,44 @@ func TestServeLegacyUpstream(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("taskbridge did not exit within 30 s of the drain")
+	}
+}
+
+// TestServeLegacyUpstreamWithAuth: authentication in front of a 2025-11-25 upstream is
+// allowed now that the front door covers the reverse route and the legacy pass-through:
+// without a key both eras get 401 and the upstream is never asked; with one both work.
+func TestServeLegacyUpstreamWithAuth(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	up := startLegacyServer(t)
+	bin := buildTaskbridge(t, t.TempDir())
+	const key = "legacy-up-key-0123456789"
+	s := startServe(t, bin, up, filepath.Join(t.TempDir(), "tb.db"), "--auth", `{"api_keys":[{"key":"`+key+`","principal":"p"}]}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	anon := legacyclient.New(s.url)
+	_, err := anon.Initialize(ctx)
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || je.Message != "Unauthorized" {
+		t.Errorf("legacy initialize without a key: %v, want 401 Unauthorized", err)
+	}
+	if _, err := sep2663.NewClient(sep2663.ClientOptions{URL: s.url}).Discover(ctx); !errors.As(err, &je) || je.Message != "Unauthorized" {
+		t.Errorf("modern discover without a key: %v, want 401 Unauthorized", err)
+	}
+
+	lc := legacyclient.New(s.url)
+	lc.Header = http.Header{"Authorization": {"Bearer " + key}}
+	if _, err := lc.Initialize(ctx); err != nil {
+		t.Fatalf("legacy initialize with the key: %v", err)
+	}
+	created := call(t, lc, "tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 0}, "task": map[string]any{}})
+	if gjson.GetBytes(created, "task.taskId").Str == "" {
+		t.Fatalf("pass-through task with the key: %s", created)
+	}
+	mc := sep2663.NewClient(sep2663.ClientOptions{URL: s.url, Header: http.Header{"Authorization": {"Bearer " + key}}})
+	if _, err := mc.Discover(ctx); err != nil {
+		t.Fatalf("modern discover with the key: %v", err)
 	}
 }
