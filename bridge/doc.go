@@ -1,6 +1,11 @@
-// Package bridge is taskbridge's router: it implements the legacy (2025-11-25) face's
-// Handler on top of a SEP-2663 upstream, and owns the task registry, the pollers and the
-// sync-collapse path.
+// Package bridge is taskbridge's front door and router, and (for now) the engines behind
+// them. The front door (door.go, Door) is the one entry of every request on every
+// transport: transport limits → authentication → per-principal rate limit → era and route
+// choice → the route, where the work gate (internal/gate, Gate) decides every new task and
+// every upstream call (admit.go). The engines — Bridge (forward: a SEP-2663 upstream) and
+// Reverse (a 2025-11-25 upstream) — are reached only through a Door. Bridge implements the
+// legacy (2025-11-25) face's Handler on top of a SEP-2663 upstream, and owns the task
+// registry, the pollers and the sync-collapse path.
 //
 // Protocol flow (forward route: legacy client → SEP-2663 upstream):
 //

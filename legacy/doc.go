@@ -34,8 +34,10 @@
 // Request-level rules (2025-11-25 §Transports): one JSON-RPC message per POST (batches are
 // refused with -32600), Content-Type application/json (415 otherwise), a body of at most
 // Options.MaxBodyBytes (413), MCP-Protocol-Version absent (assumed 2025-03-26) or one of the
-// supported versions (400 otherwise), Origin absent, loopback or allowed (403 otherwise).
-// A client disconnect is not a JSON-RPC cancellation, which arrives as
+// supported versions (400 otherwise). Authentication, the Origin check and the rate limit
+// are not the face's: the front door in front of it (bridge.Door) applies them to every
+// request and hands the principal over in the context (auth.PrincipalFrom); the face binds
+// each session to the principal that opened it. A client disconnect is not a JSON-RPC cancellation, which arrives as
 // notifications/cancelled through Notify. It cancels the Serve ctx, except on a resumable
 // stream that already went out as SSE (see Resumability).
 //
