@@ -296,16 +296,20 @@ func (d *Door) authenticate(w http.ResponseWriter, r *http.Request) (context.Con
 	p, err := d.cfg.Auth.Authenticate(&headersOnly)
 	if err != nil {
 		d.log.Info().Err(err).Str("remote", r.RemoteAddr).Msg("front door: authentication failed")
-		unauthorized(w, r)
+		d.unauthorized(w, r, err)
 		return nil, false
 	}
 	return auth.WithPrincipal(r.Context(), p), true
 }
 
 // unauthorized is the one 401 of every route and transport: a JSON-RPC error body with id
-// null and a Bearer challenge. (RFC 9728 resource_metadata belongs here when it comes.)
-func unauthorized(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="taskbridge"`)
+// null and a Bearer challenge (AuthChallenge's, e.g. with the RFC 9728 resource_metadata).
+func (d *Door) unauthorized(w http.ResponseWriter, r *http.Request, err error) {
+	challenge := `Bearer realm="taskbridge"`
+	if d.cfg.AuthChallenge != nil {
+		challenge = d.cfg.AuthChallenge(r, err)
+	}
+	w.Header().Set("WWW-Authenticate", challenge)
 	refuse(w, r, http.StatusUnauthorized, errUnauthorized)
 }
 
