@@ -21,6 +21,11 @@ var (
 	// ErrConflict is returned by UpdateTask when the stored version moved on, and by
 	// CreateTask when the id or the (owner, idempotency key) pair is already taken.
 	ErrConflict = errors.New("store: conflict")
+	// ErrNoStore is returned by the opens that never create a store (the read-only one of
+	// the operator commands, and the read-write one of tasks reconcile) when the store does
+	// not exist or holds no taskbridge schema: an empty store there would be a false
+	// answer ("no legacy client"), not an answer.
+	ErrNoStore = errors.New("store: no taskbridge store")
 )
 
 // Status is the task status as shown to legacy (2025-11-25) clients.
@@ -182,6 +187,16 @@ type ClientDays struct {
 	First, Last     time.Time
 }
 
+// Summary is what a store holds in all, whatever the window: the migration report tells
+// "no legacy traffic in the window" (sessions exist, none recent) from "no data" (an empty
+// or wrong store).
+type Summary struct {
+	Sessions int
+	// LastSessionSeen is the latest LastSeenAt of any session; zero without sessions.
+	LastSessionSeen time.Time
+	Tasks           int
+}
+
 // Store is the durable record keeper. See the package comment for the concurrency contract.
 type Store interface {
 	CreateSession(ctx context.Context, s *Session) error
@@ -267,7 +282,14 @@ type Store interface {
 	// are not touched (PurgeExpired applies the tasks' own retention).
 	PurgeSessions(ctx context.Context, before time.Time) (int, error)
 
+	// Summary counts every session and task (see Summary).
+	Summary(ctx context.Context) (Summary, error)
+
 	// Ping checks the store is reachable.
 	Ping(ctx context.Context) error
+	// CheckWritable commits a tiny write (the heartbeat row) and reports whether it
+	// succeeded. Readiness uses it: a store that answers reads but refuses writes (a
+	// read-only file or role, a full disk) fails every new session and task.
+	CheckWritable(ctx context.Context) error
 	Close() error
 }

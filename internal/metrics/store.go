@@ -114,6 +114,13 @@ func (s *timedStore) Ping(ctx context.Context) error {
 	return err
 }
 
+func (s *timedStore) CheckWritable(ctx context.Context) error {
+	start := time.Now()
+	err := s.Store.CheckWritable(ctx)
+	s.obs("check_writable", start, err)
+	return err
+}
+
 // notFoundOK treats ErrNotFound as an answer, not a store failure.
 func notFoundOK(err error) error {
 	if errors.Is(err, store.ErrNotFound) {

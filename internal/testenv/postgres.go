@@ -44,3 +44,45 @@ func PostgresSchema(t testing.TB, prefix string) string {
 	u.RawQuery = q.Encode()
 	return u.String()
 }
+
+// PostgresReadOnly creates a login role that may only read the schema named by dsn's
+// search_path (USAGE on the schema, SELECT on the tables it has now) and returns dsn with
+// that role as the user. The role is dropped when t ends. The test server trusts local
+// connections, so the role needs no password.
+func PostgresReadOnly(t testing.TB, dsn string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		t.Fatalf("PostgresReadOnly wants a postgres:// URL, got %q", dsn)
+	}
+	schema := u.Query().Get("search_path")
+	if schema == "" {
+		t.Fatalf("PostgresReadOnly: %q has no search_path", dsn)
+	}
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	b := make([]byte, 6)
+	rand.Read(b)
+	role := "tbro_" + hex.EncodeToString(b)
+	for _, q := range []string{
+		"CREATE ROLE " + role + " LOGIN",
+		"GRANT USAGE ON SCHEMA " + schema + " TO " + role,
+		"GRANT SELECT ON ALL TABLES IN SCHEMA " + schema + " TO " + role,
+	} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			admin.Close(ctx)
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		c := context.Background()
+		admin.Exec(c, "DROP OWNED BY "+role)
+		admin.Exec(c, "DROP ROLE "+role)
+		admin.Close(c)
+	})
+	u.User = url.User(role)
+	return u.String()
+}

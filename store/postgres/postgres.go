@@ -50,20 +50,64 @@ var _ store.Store = (*Store)(nil)
 // Open connects to the database named by dsn (a URL or key=value string as pgx accepts;
 // pool settings such as pool_max_conns go in it too) and brings the schema up to date.
 func Open(ctx context.Context, dsn string) (*Store, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
+	pool, err := connect(ctx, dsn, false)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: parse dsn: %w", err)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: open: %w", err)
+		return nil, err
 	}
 	if err := migrate(ctx, pool); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
+	return newStore(pool), nil
+}
+
+// OpenReadOnly connects for the operator commands that only read (report, tasks list,
+// tasks show): no DDL, no write, so a role with only USAGE on the schema and SELECT on its
+// tables will do. Every transaction is read-only (default_transaction_read_only), so a
+// write by mistake fails instead of landing. The schema must exist: an error wrapping
+// store.ErrNoStore otherwise.
+func OpenReadOnly(ctx context.Context, dsn string) (*Store, error) {
+	pool, err := connect(ctx, dsn, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := requireSchema(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return newStore(pool), nil
+}
+
+// connect opens the pool (read-only sessions when ro).
+func connect(ctx context.Context, dsn string, ro bool) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse dsn: %w", err)
+	}
+	if ro {
+		cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	return pool, nil
+}
+
+func newStore(pool *pgxpool.Pool) *Store {
 	done, cancel := context.WithCancel(context.Background())
-	return &Store{pool: pool, done: done, cancel: cancel}, nil
+	return &Store{pool: pool, done: done, cancel: cancel}
+}
+
+// CheckWritable commits a new heartbeat time: a real write, so a read-only role, a
+// standby or a full disk fails it.
+func (s *Store) CheckWritable(ctx context.Context) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO heartbeat (id, at) VALUES (1, $1)
+		ON CONFLICT (id) DO UPDATE SET at = GREATEST(EXCLUDED.at, heartbeat.at + 1)`, time.Now().UnixMilli())
+	if err != nil {
+		return fmt.Errorf("postgres: heartbeat write: %w", err)
+	}
+	return nil
 }
 
 // Ping checks the database is reachable.

@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/taskbridge/taskbridge/store"
 )
 
 // migrateLockKey is the pg_advisory_xact_lock key that serializes migrations: replicas
@@ -76,6 +78,38 @@ CREATE TABLE inputs (
 
 CREATE UNIQUE INDEX inputs_request ON inputs (request_id) WHERE request_id <> '';
 `,
+	// 2: the heartbeat row readiness writes (Store.CheckWritable).
+	`
+CREATE TABLE heartbeat (
+	id integer PRIMARY KEY CHECK (id = 1),
+	at bigint NOT NULL
+);
+`,
+}
+
+// requireSchema fails with store.ErrNoStore unless the connection's search_path shows a
+// taskbridge schema this build can read. It only reads.
+func requireSchema(ctx context.Context, pool *pgxpool.Pool) error {
+	var found bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass('schema_version') IS NOT NULL`).Scan(&found); err != nil {
+		return fmt.Errorf("postgres: open: %w", err)
+	}
+	if !found {
+		var path string
+		_ = pool.QueryRow(ctx, `SELECT current_setting('search_path')`).Scan(&path)
+		return fmt.Errorf("%w: no taskbridge schema in the search_path (%s) of this role (taskbridge serve creates it)", store.ErrNoStore, path)
+	}
+	var v int
+	if err := pool.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&v); err != nil {
+		return fmt.Errorf("postgres: open: schema version: %w", err)
+	}
+	switch {
+	case v == 0:
+		return fmt.Errorf("%w: the schema_version table is empty (taskbridge serve migrates it)", store.ErrNoStore)
+	case v > len(migrations):
+		return fmt.Errorf("postgres: open: database schema version %d is newer than this build knows (%d)", v, len(migrations))
+	}
+	return nil
 }
 
 // migrate applies the migrations the database lacks, in one transaction holding the

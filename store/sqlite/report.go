@@ -223,3 +223,19 @@ func (s *Store) SummarizeClientDays(ctx context.Context, since time.Time) ([]sto
 	}
 	return out, nil
 }
+
+// Summary counts every session and task.
+func (s *Store) Summary(ctx context.Context) (store.Summary, error) {
+	var sum store.Summary
+	var last int64
+	err := s.r.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM sessions),
+		(SELECT COALESCE(MAX(last_seen_at), 0) FROM sessions), (SELECT COUNT(*) FROM tasks)`).
+		Scan(&sum.Sessions, &last, &sum.Tasks)
+	if err != nil {
+		return sum, fmt.Errorf("sqlite: summary: %w", err)
+	}
+	if sum.Sessions > 0 {
+		sum.LastSessionSeen = timeOf(last)
+	}
+	return sum, nil
+}

@@ -69,6 +69,29 @@ CREATE TABLE inputs (
 
 CREATE UNIQUE INDEX inputs_request ON inputs (request_id) WHERE request_id != '';
 `,
+	// 2: the heartbeat row readiness writes (Store.CheckWritable).
+	`
+CREATE TABLE heartbeat (
+	id INTEGER PRIMARY KEY CHECK (id = 1),
+	at INTEGER NOT NULL
+) STRICT;
+`,
+}
+
+// schemaVersion returns the schema version of db, 0 when it has no schema_version table.
+func schemaVersion(ctx context.Context, db *sql.DB) (int, error) {
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("schema version: %w", err)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	var v int
+	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("schema version: %w", err)
+	}
+	return v, nil
 }
 
 // migrate applies the migrations the database lacks, in one IMMEDIATE transaction, so two

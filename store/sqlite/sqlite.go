@@ -19,8 +19,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net/url"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -58,13 +60,47 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
+// Mode says what Open may do to the file.
+type Mode int
+
+const (
+	// ReadWrite creates the file when it is missing and brings its schema up to date
+	// (serve, stdio, demo).
+	ReadWrite Mode = iota
+	// ReadWriteExisting writes, but only to a file that exists and already holds the
+	// taskbridge schema; it may migrate that schema forward (tasks reconcile).
+	ReadWriteExisting
+	// ReadOnly opens an existing file holding the schema with SQLite's mode=ro: nothing
+	// is ever created, migrated or written (report, tasks list, tasks show).
+	ReadOnly
+)
+
 // Open opens (creating if needed) the database file at path and brings its schema up to
 // date. path is a file system path; it must not contain '?'.
-func Open(ctx context.Context, path string) (*Store, error) {
+func Open(ctx context.Context, path string) (*Store, error) { return OpenMode(ctx, path, ReadWrite) }
+
+// OpenMode opens the database file at path as mode allows. ReadWriteExisting and ReadOnly
+// return an error wrapping store.ErrNoStore when the file is missing or holds no
+// taskbridge schema.
+func OpenMode(ctx context.Context, path string, mode Mode) (*Store, error) {
 	if path == "" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, ":memory:") || strings.HasPrefix(path, "file:") {
 		return nil, fmt.Errorf("sqlite: invalid database path %q", path)
 	}
-	w, err := openDB(path, url.Values{
+	if mode != ReadWrite {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: the file %s does not exist", store.ErrNoStore, path)
+		} else if err != nil {
+			return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+		}
+	}
+	if mode == ReadOnly {
+		return openReadOnly(ctx, path)
+	}
+	name := path
+	if mode == ReadWriteExisting {
+		name = uriOf(path, "rw") // SQLite refuses to create the file
+	}
+	w, err := openDB(name, url.Values{
 		"_journal_mode": {"WAL"},
 		"_synchronous":  {synchronous},
 		"_txlock":       {"immediate"},
@@ -72,13 +108,19 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if mode == ReadWriteExisting {
+		if err := requireSchema(ctx, w, path); err != nil {
+			w.Close()
+			return nil, err
+		}
+	}
 	// The writer sets WAL mode (persistent in the file) and migrates before any reader
 	// opens, so readers never see a half-built schema.
 	if err := retryBusy(ctx, func() error { return migrate(ctx, w) }); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	r, err := openDB(path, url.Values{"_query_only": {"1"}}, max(4, runtime.NumCPU()))
+	r, err := openDB(name, url.Values{"_query_only": {"1"}}, max(4, runtime.NumCPU()))
 	if err == nil {
 		err = retryBusy(ctx, func() error { return r.PingContext(ctx) })
 	}
@@ -92,9 +134,52 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	return &Store{w: w, r: r}, nil
 }
 
+// openReadOnly opens both pools with mode=ro, so every write fails with SQLITE_READONLY
+// and a missing file is never created, after checking the schema is there.
+func openReadOnly(ctx context.Context, path string) (*Store, error) {
+	name := uriOf(path, "ro")
+	w, err := openDB(name, url.Values{"_query_only": {"1"}}, 1)
+	if err != nil {
+		return nil, err
+	}
+	r, err := openDB(name, url.Values{"_query_only": {"1"}}, max(4, runtime.NumCPU()))
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	if err := requireSchema(ctx, r, path); err != nil {
+		w.Close()
+		r.Close()
+		return nil, err
+	}
+	return &Store{w: w, r: r}, nil
+}
+
+// uriOf is the file: URI of path with SQLite's mode parameter (ro: read-only; rw: read
+// and write, never create).
+func uriOf(path, mode string) string {
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?mode=" + mode
+}
+
+// requireSchema fails with store.ErrNoStore unless db holds a taskbridge schema this
+// build can read (version 1 up to the newest it knows).
+func requireSchema(ctx context.Context, db *sql.DB, path string) error {
+	v, err := schemaVersion(ctx, db)
+	if err != nil {
+		return fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	switch {
+	case v == 0:
+		return fmt.Errorf("%w: %s holds no taskbridge schema (taskbridge serve creates it)", store.ErrNoStore, path)
+	case v > len(migrations):
+		return fmt.Errorf("sqlite: open %s: database schema version %d is newer than this build knows (%d)", path, v, len(migrations))
+	}
+	return nil
+}
+
 // openDB opens a pool of at most conns connections with the settings every connection
 // needs plus extra.
-func openDB(path string, extra url.Values, conns int) (*sql.DB, error) {
+func openDB(name string, extra url.Values, conns int) (*sql.DB, error) {
 	q := url.Values{
 		"_busy_timeout": {fmt.Sprint(busyTimeoutMs)},
 		"_foreign_keys": {"1"},
@@ -102,9 +187,13 @@ func openDB(path string, extra url.Values, conns int) (*sql.DB, error) {
 	for k, v := range extra {
 		q[k] = v
 	}
-	db, err := sql.Open("sqlite", path+"?"+q.Encode())
+	sep := "?"
+	if strings.Contains(name, "?") {
+		sep = "&" // a file: URI with its mode
+	}
+	db, err := sql.Open("sqlite", name+sep+q.Encode())
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+		return nil, fmt.Errorf("sqlite: open %s: %w", name, err)
 	}
 	db.SetMaxOpenConns(conns)
 	db.SetMaxIdleConns(conns)
@@ -139,6 +228,17 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 	if err := s.r.PingContext(ctx); err != nil {
 		return fmt.Errorf("sqlite: ping: %w", err)
+	}
+	return nil
+}
+
+// CheckWritable commits a new heartbeat time through the writer connection: a real write,
+// so a file that became read-only or a full disk fails it.
+func (s *Store) CheckWritable(ctx context.Context) error {
+	_, err := s.w.ExecContext(ctx, `INSERT INTO heartbeat (id, at) VALUES (1, ?)
+		ON CONFLICT (id) DO UPDATE SET at = MAX(excluded.at, heartbeat.at + 1)`, time.Now().UnixMilli())
+	if err != nil {
+		return fmt.Errorf("sqlite: heartbeat write: %w", err)
 	}
 	return nil
 }

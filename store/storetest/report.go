@@ -296,3 +296,34 @@ func testSummarizeClientDays(t *testing.T, s store.Store) {
 		t.Errorf("SummarizeClientDays:\n got %+v\nwant %+v", got, want)
 	}
 }
+
+// testSummary: an empty store says so (zero sessions, zero time); then every session and
+// task counts whatever its age, and the last session seen is the latest touch.
+func testSummary(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	sum, err := s.Summary(ctx)
+	must(t, err, "Summary of an empty store")
+	if sum != (store.Summary{}) {
+		t.Fatalf("Summary of an empty store = %+v, want zero", sum)
+	}
+	for i, id := range []string{"a", "b"} {
+		at := base.Add(time.Duration(i) * time.Hour)
+		must(t, s.CreateSession(ctx, &store.Session{ID: id, ProtocolVersion: "2025-11-25", CreatedAt: at, LastSeenAt: at}), "CreateSession")
+	}
+	must(t, s.TouchSession(ctx, "a", base.Add(5*time.Hour)), "TouchSession")
+	for _, id := range []string{"t1", "t2", "t3"} {
+		must(t, s.CreateTask(ctx, newTask(id, "session:a")), "CreateTask")
+	}
+	sum, err = s.Summary(ctx)
+	must(t, err, "Summary")
+	if sum.Sessions != 2 || sum.Tasks != 3 || !sum.LastSessionSeen.Equal(ms(base.Add(5*time.Hour))) || sum.LastSessionSeen.Location() != time.UTC {
+		t.Errorf("Summary = %+v, want 2 sessions, 3 tasks, last seen %v", sum, ms(base.Add(5*time.Hour)))
+	}
+}
+
+// testCheckWritable: the heartbeat write succeeds on a writable store, again and again.
+func testCheckWritable(t *testing.T, s store.Store) {
+	for i := range 3 {
+		must(t, s.CheckWritable(t.Context()), fmt.Sprintf("CheckWritable #%d", i+1))
+	}
+}

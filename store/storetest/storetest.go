@@ -66,6 +66,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ReleaseIdempotencyKey", testReleaseIdempotencyKey},
 		{"ReleaseRequestID", testReleaseRequestID},
 		{"PurgeExpired", testPurgeExpired},
+		{"Summary", testSummary},
+		{"CheckWritable", testCheckWritable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open(t)) })
