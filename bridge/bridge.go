@@ -96,6 +96,9 @@ type Config struct {
 	HostWorkers     int
 	// OnDecision, when set, is called with every fallback decision (kind and reason slug).
 	OnDecision func(kind, reason string)
+	// AccessLog, when it returns false, suppresses the one info line per request (the
+	// operator's access_log switch, changeable live). Nil: always logged.
+	AccessLog func() bool
 }
 
 func (c *Config) setDefaults() {

@@ -29,8 +29,9 @@ func noteRoute(ctx context.Context, route string) {
 }
 
 // observe starts the bookkeeping of one legacy request. The returned func writes the one
-// log line per request (method, route, task id, principal, latency, outcome — never
-// arguments, results or messages) and the request and fallback metrics.
+// log line per request (method, route, task id, principal, duration_ms, outcome — never
+// arguments, results or messages; at info unless the access log is off, at warn for an
+// internal error whatever the switch) and the request and fallback metrics.
 func (b *Bridge) observe(ctx context.Context, sess *store.Session, req *jsonrpc.Message) (context.Context, func(json.RawMessage, error)) {
 	start := time.Now()
 	note := &routeNote{}
@@ -45,11 +46,13 @@ func (b *Bridge) observe(ctx context.Context, sess *store.Session, req *jsonrpc.
 		lvl := zerolog.InfoLevel
 		if err != nil && jsonrpc.AsError(err).Code == jsonrpc.CodeInternalError {
 			lvl = zerolog.WarnLevel
+		} else if b.cfg.AccessLog != nil && !b.cfg.AccessLog() {
+			return
 		}
 		// Every client-supplied value is clipped (redact.Field): one request cannot make
 		// the log carry megabytes.
 		ev := b.log.WithLevel(lvl).Str("method", redact.Field(req.Method)).Str("session", redact.Field(sess.ID)).
-			Str("id", redact.Field(req.ID.Raw())).Dur("latency", d).Str("outcome", outcome)
+			Str("id", redact.Field(req.ID.Raw())).Float64("duration_ms", float64(d.Microseconds())/1000).Str("outcome", outcome)
 		if note.route != "" {
 			ev = ev.Str("route", note.route)
 		}
@@ -105,8 +108,19 @@ func (b *Bridge) ActiveTasks() int {
 }
 
 // UpstreamReady reports whether the upstream has been discovered (a cached discover result
-// counts; otherwise it tries now). /readyz uses it.
+// counts; otherwise it tries now).
 func (b *Bridge) UpstreamReady(ctx context.Context) error {
 	_, err := b.discovery(ctx)
 	return err
+}
+
+// CheckUpstream asks the upstream now (server/discover), whatever is cached, and keeps a
+// fresh answer for the routes. /readyz uses it, at most once per few seconds.
+func (b *Bridge) CheckUpstream(ctx context.Context) error {
+	res, err := b.up.Discover(ctx)
+	if err != nil {
+		return err
+	}
+	b.disc.Store(&discovery{res: res, fetchedAt: b.cfg.Now()})
+	return nil
 }

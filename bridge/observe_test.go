@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -24,8 +25,8 @@ func (l *lockedBuf) Write(p []byte) (int, error) {
 }
 func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
-// TestRequestLogLine: one JSON line per request with method, route, task id, latency and
-// outcome — and never the arguments or the result.
+// TestRequestLogLine: one JSON line per request with method, route, task id, duration_ms
+// and outcome — and never the arguments or the result.
 func TestRequestLogLine(t *testing.T) {
 	var buf lockedBuf
 	e := newEnv(t, func(c *envConfig, _ *fixture.Options) { c.Logger = zerolog.New(&buf) })
@@ -45,7 +46,7 @@ func TestRequestLogLine(t *testing.T) {
 	}
 	create, result, bad := lines[0], lines[1], lines[2]
 	if create.Get("method").Str != "tools/call" || create.Get("route").Str != "translate" || create.Get("task").Str != tid ||
-		create.Get("outcome").Str != "ok" || !create.Get("latency").Exists() || create.Get("tool").Str != "slow_compute" {
+		create.Get("outcome").Str != "ok" || create.Get("duration_ms").Type != gjson.Number || create.Get("duration_ms").Float() <= 0 || create.Get("tool").Str != "slow_compute" {
 		t.Errorf("create line: %s", create.Raw)
 	}
 	if result.Get("method").Str != "tasks/result" || result.Get("task").Str != tid || result.Get("outcome").Str != "ok" {
@@ -56,5 +57,26 @@ func TestRequestLogLine(t *testing.T) {
 	}
 	if strings.Contains(buf.String(), "s3cr3t-label") || strings.Contains(buf.String(), "Result: 42") {
 		t.Errorf("the log carries arguments or results:\n%s", buf.String())
+	}
+}
+
+// TestAccessLogSwitch: with the access log off no request line is written, until it is
+// turned on again; the switch is read per request.
+func TestAccessLogSwitch(t *testing.T) {
+	var buf lockedBuf
+	var on atomic.Bool
+	e := newEnv(t, func(c *bridge.Config, _ *fixture.Options) {
+		c.Logger = zerolog.New(&buf)
+		c.AccessLog = on.Load
+	})
+	c := e.client()
+	call(t, c, "tools/list", raw(`{}`))
+	if n := strings.Count(buf.String(), `"message":"request"`); n != 0 {
+		t.Fatalf("%d request lines with the access log off:\n%s", n, buf.String())
+	}
+	on.Store(true)
+	call(t, c, "tools/list", raw(`{}`))
+	if n := strings.Count(buf.String(), `"message":"request"`); n != 1 {
+		t.Fatalf("%d request lines after turning the access log on, want 1:\n%s", n, buf.String())
 	}
 }

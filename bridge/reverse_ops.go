@@ -2,6 +2,9 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
+
+	"github.com/taskbridge/taskbridge/legacy"
 )
 
 // ActiveTasks counts the reverse tasks this process holds that have not ended (no payload
@@ -37,5 +40,13 @@ func (r *Reverse) countActive(match func(*rtask) bool) int {
 // cached copy within InfoTTL counts; otherwise it asks now). /readyz uses it.
 func (r *Reverse) UpstreamReady(ctx context.Context) error {
 	_, err := r.upstream(ctx)
+	return err
+}
+
+// CheckUpstream asks the legacy upstream now: a ping in the pooled anonymous session (a
+// gone session is re-initialized first, which is itself a live answer). /readyz uses it,
+// at most once per few seconds.
+func (r *Reverse) CheckUpstream(ctx context.Context) error {
+	_, _, err := r.pool.Call(ctx, "", "ping", json.RawMessage(`{}`), legacy.CallOptions{})
 	return err
 }

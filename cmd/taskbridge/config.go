@@ -7,31 +7,52 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/taskbridge/taskbridge/internal/config"
+	"github.com/taskbridge/taskbridge/sep2663"
 )
 
-// cmdConfig: "taskbridge config check FILE" validates FILE (with the TASKBRIDGE_*
-// environment applied, as serve would see it) and prints the effective configuration with
-// secrets masked and each value's source. Exit status 1 on any problem.
-func cmdConfig(_ context.Context, args []string, stdout, stderr io.Writer) error {
+const configUsage = `Usage: taskbridge config check FILE [--connect]
+
+Validates FILE with the TASKBRIDGE_* environment applied (what serve would see) and prints the
+effective configuration, secrets masked, each value commented with its source. Warns about
+misspelled TASKBRIDGE_* variables and about settings that have no effect on the route the
+upstream takes. Exit status 1 on any problem.
+
+  --connect   also open the store read-only (it must exist and hold the taskbridge schema; nothing
+              is created or migrated) and ask the upstream its protocol era, so the route
+              warnings are exact instead of conditional
+`
+
+// cmdConfig: "taskbridge config check FILE" (see configUsage).
+func cmdConfig(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
+		fmt.Fprint(stdout, configUsage)
+		return nil
+	}
 	if len(args) == 0 || args[0] != "check" {
-		fmt.Fprintln(stderr, "usage: taskbridge config check FILE")
+		fmt.Fprint(stderr, configUsage)
 		return errors.New("config: want the subcommand check")
 	}
 	fs := flag.NewFlagSet("config check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: taskbridge config check FILE\n\nValidates FILE and prints the effective configuration (TASKBRIDGE_* variables applied, secrets masked).")
-	}
-	if err := fs.Parse(args[1:]); err != nil {
+	connect := fs.Bool("connect", false, "also open the store read-only and ask the upstream its era")
+	c := command{name: "config check", synopsis: "config check FILE [--connect]", maxArgs: 1}
+	pos, err := parseArgs(fs, c, args[1:], io.Discard)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, configUsage)
 		return err
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		fmt.Fprint(stderr, configUsage)
 		return errors.New("config check: want exactly one FILE")
 	}
-	path := fs.Arg(0)
+	path := pos[0]
+	warnUnknownEnv(stderr, os.Environ())
 	cfg, err := config.LoadFile(path, os.Getenv)
 	if err == nil {
 		err = cfg.Validate(true)
@@ -40,6 +61,100 @@ func cmdConfig(_ context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stderr, "%s: invalid configuration:\n%v\n", path, err)
 		return fmt.Errorf("config check: %s is not valid", path)
 	}
+	era := eraUnknown
+	if *connect {
+		if era, err = checkConnections(ctx, cfg, stdout); err != nil {
+			return fmt.Errorf("config check: %w", err)
+		}
+	}
+	for _, w := range routeWarnings(cfg, era) {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
 	fmt.Fprintf(stdout, "# %s: ok — effective configuration (secrets masked; each value commented with its source)\n", path)
 	return cfg.Print(stdout)
+}
+
+// checkConnections opens the store read-only and detects the upstream's era; a store that
+// is missing or not migrated, or an upstream that does not answer, is an error.
+func checkConnections(ctx context.Context, cfg *config.Config, stdout io.Writer) (upstreamEra, error) {
+	st, err := openStoreAs(ctx, cfg.Store, storeReadOnly)
+	if err != nil {
+		return eraUnknown, err
+	}
+	sum, err := st.Summary(ctx)
+	st.Close()
+	if err != nil {
+		return eraUnknown, fmt.Errorf("store %s: %w", config.MaskDSN(cfg.Store), err)
+	}
+	fmt.Fprintf(stdout, "# store %s: ok, read-only (%d sessions, %d tasks)\n", config.MaskDSN(cfg.Store), sum.Sessions, sum.Tasks)
+	if cfg.UpstreamCmd != "" {
+		fmt.Fprintln(stdout, "# upstream: a child process (upstream_cmd): not started by config check; the forward route is assumed")
+		return eraModern, nil
+	}
+	tl, err := loadTLS(cfg) // the upstream's CA and client certificate, as serve uses them
+	if err != nil {
+		return eraUnknown, err
+	}
+	hc, h := upstreamHTTP(cfg, nil, tl)
+	c := sep2663.NewClient(sep2663.ClientOptions{URL: cfg.Upstream, Header: h, HTTPClient: hc,
+		ClientInfo: sep2663.Implementation{Name: "taskbridge-config-check", Version: version}})
+	era := detectEra(ctx, c, 10*time.Second, newLogger(io.Discard, "error"))
+	switch era {
+	case eraUnknown:
+		return era, fmt.Errorf("upstream %s did not answer within 10s", cfg.Upstream)
+	case eraLegacy:
+		fmt.Fprintln(stdout, "# upstream: speaks MCP 2025-11-25 (reverse route for 2026-07-28 clients, pass-through for 2025-11-25 clients)")
+		if cfg.Auth.Enabled() {
+			return era, errors.New("auth: client authentication is not supported in front of a 2025-11-25 upstream yet; serve would refuse to start")
+		}
+	default:
+		fmt.Fprintln(stdout, "# upstream: speaks MCP 2026-07-28 (forward route for 2025-11-25 clients)")
+	}
+	return era, nil
+}
+
+// ineffective lists, per route, the settings that route does not apply, and why. Keep it
+// true to serve.go: when a route starts applying a setting, its entry goes.
+var ineffective = map[upstreamEra][]struct{ key, why string }{
+	eraLegacy: {
+		{"sunset", "the sunset refuses new 2025-11-25 tasks created through the bridge; in front of a 2025-11-25 upstream they pass through to it"},
+		{"max_concurrent_tasks", "the per-principal cap is applied on the forward route only"},
+		{"request_rate", "the per-principal rate limit is applied on the forward route only"},
+		{"request_burst", "the per-principal rate limit is applied on the forward route only"},
+		{"max_result_bytes", "results stay with the 2025-11-25 upstream; the bridge keeps none"},
+		{"max_ttl", "the ttl is the upstream's own on this route"},
+		{"heartbeat", "there is no sync collapse on this route"},
+		{"list_page_size", "tasks/list is the upstream's own on this route"},
+		{"host_allow", "bridge-hosted tasks exist on the forward route only"},
+		{"host_deny", "bridge-hosted tasks exist on the forward route only"},
+		{"no_hosting", "bridge-hosted tasks exist on the forward route only"},
+		{"host_workers", "bridge-hosted tasks exist on the forward route only"},
+		{"tool_task_support", "tools/list comes from the 2025-11-25 upstream unchanged on this route"},
+		{"audit_retention", "the TTL purge runs on the forward route only"},
+		{"purge_interval", "the TTL purge runs on the forward route only"},
+	},
+}
+
+// routeWarnings names every setting given (not a default) that has no effect on the route
+// of era; with the era unknown (no --connect, HTTP upstream), it says on which route.
+func routeWarnings(cfg *config.Config, era upstreamEra) []string {
+	var out []string
+	eras := []upstreamEra{era}
+	if era == eraUnknown && cfg.UpstreamCmd == "" {
+		eras = []upstreamEra{eraLegacy}
+	}
+	for _, e := range eras {
+		for _, in := range ineffective[e] {
+			src, set := cfg.Sources[in.key]
+			if !set {
+				continue
+			}
+			if era == eraUnknown {
+				out = append(out, fmt.Sprintf("%s: %s has no effect if the upstream speaks MCP 2025-11-25: %s (config check --connect tells)", src, in.key, in.why))
+			} else {
+				out = append(out, fmt.Sprintf("%s: %s has no effect in front of this MCP 2025-11-25 upstream: %s", src, in.key, in.why))
+			}
+		}
+	}
+	return out
 }

@@ -29,7 +29,9 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	scale := fs.Float64("scale", 1, "speed factor for the fixture's tools (0.1 = ten times faster)")
-	if err := fs.Parse(args); err != nil {
+	dc := command{name: "demo", synopsis: "demo [--scale X]",
+		about: "Runs a SEP-2663 fixture upstream and the bridge in this process, and walks a 2025-11-25 client through a task."}
+	if _, err := parseArgs(fs, dc, args, stdout); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 55*time.Second)

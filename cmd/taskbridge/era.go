@@ -22,6 +22,7 @@ type mcpBridge interface {
 	bridge.Engine
 	ActiveTasks() int
 	UpstreamReady(context.Context) error
+	CheckUpstream(context.Context) error
 	Close(context.Context) error
 }
 

@@ -19,7 +19,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -125,19 +124,16 @@ func serveChild(t *testing.T, bin, upstream, storeArg, name string, extra ...str
 	}
 	c := &child{log: logPath}
 	c.cmd = exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--upstream", upstream,
-		"--store", storeArg, "--poll-floor-ms", "100", "--heartbeat", "1s", "--log-level", "debug")
+		"--store", storeArg, "--poll-floor-ms", "100", "--heartbeat", "1s", "--log-level", "debug", "--log-format", "json")
 	c.cmd.Args = append(c.cmd.Args, extra...)
-	c.cmd.Stderr = logf
-	stdout, err := c.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	stderr, banner := testenv.WatchServeLog(logf)
+	c.cmd.Stderr = stderr
 	if err := c.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
-	logf.Close()
 	t.Cleanup(func() {
 		c.kill(t)
+		logf.Close()
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)
 			if len(b) > 6000 {
@@ -146,20 +142,11 @@ func serveChild(t *testing.T, bin, upstream, storeArg, name string, extra ...str
 			t.Logf("%s stderr (tail):\n%s", name, b)
 		}
 	})
-	line := make(chan string, 1)
-	go func() {
-		s, _ := bufio.NewReader(stdout).ReadString('\n')
-		line <- s
-	}()
 	select {
-	case s := <-line:
-		const prefix = "taskbridge listening on "
-		if !strings.HasPrefix(s, prefix) {
-			t.Fatalf("%s: first stdout line %q, want %q…", name, s, prefix)
-		}
-		c.url, _, _ = strings.Cut(strings.TrimPrefix(s, prefix), " ")
+	case b := <-banner:
+		c.url = b.MCP
 	case <-time.After(30 * time.Second):
-		t.Fatalf("%s: no listening line after 30 s", name)
+		t.Fatalf("%s: no listening event in its log after 30 s", name)
 	}
 	return c
 }

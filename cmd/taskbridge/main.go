@@ -24,14 +24,15 @@ const usage = `taskbridge — MCP Tasks migration bridge (2025-11-25 clients ⇄
 Usage:
   taskbridge serve [--config FILE] --listen ADDR --upstream URL|--upstream-cmd CMD [--store sqlite:PATH|postgres://…] [--admin ADDR]
   taskbridge stdio --upstream URL|--upstream-cmd CMD   (an MCP client launches this; logs on stderr)
-  taskbridge probe URL [--json]   (the upstream's capability manifest and the fallback decision per tool)
-  taskbridge config check FILE   (validate a config file; print the effective config, secrets masked)
+  taskbridge probe URL [--header 'Authorization: …'] [--json|--wide]   (the upstream's manifest and the route per tool)
+  taskbridge config check FILE [--connect]   (validate a config file; print the effective config, secrets masked)
   taskbridge tasks list [--principal P] [--status S] | tasks show ID | tasks reconcile ID --outcome …
   taskbridge report [--json]      (migration report: legacy clients still seen, tasks in flight, sunset)
   taskbridge demo
   taskbridge version | --version   (version, module, VCS revision, build date)
 
-Run "taskbridge COMMAND -h" for a command's flags.
+Run "taskbridge COMMAND --help" for a command's flags, grouped by topic with their types and defaults.
+Read-only commands (report, tasks list|show, probe, config check) never create or migrate a store.
 `
 
 func main() {

@@ -5,7 +5,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -41,7 +40,8 @@ type served struct {
 	url   string // http://ADDR/mcp
 	admin string // http://ADDR
 	log   *syncBuffer
-	exit  chan error // receives Wait's result once
+	out   *syncBuffer // stdout: serve prints nothing there
+	exit  chan error  // receives Wait's result once
 }
 
 type syncBuffer struct {
@@ -62,18 +62,15 @@ func (s *syncBuffer) String() string {
 }
 
 // startServe runs "taskbridge serve" with an admin listener on a free port and waits for
-// its two startup lines.
+// its start-up event (a JSON log line on stderr; stdout stays empty).
 func startServe(t *testing.T, bin, upstream, db string, extra ...string) *served {
 	t.Helper()
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--upstream", upstream,
 		"--store", "sqlite:" + db, "--poll-floor-ms", "100", "--log-format", "json"}, extra...)
-	s := &served{cmd: exec.Command(bin, args...), log: &syncBuffer{}, exit: make(chan error, 1)}
-	s.cmd.Stderr = s.log
+	s := &served{cmd: exec.Command(bin, args...), log: &syncBuffer{}, out: &syncBuffer{}, exit: make(chan error, 1)}
+	stderr, banner := testenv.WatchServeLog(s.log)
+	s.cmd.Stderr, s.cmd.Stdout = stderr, s.out
 	s.cmd.Env = append(os.Environ(), "TASKBRIDGE_CONFIG=") // no stray config from the environment
-	stdout, err := s.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -84,37 +81,16 @@ func startServe(t *testing.T, bin, upstream, db string, extra ...string) *served
 			t.Logf("taskbridge stderr:\n%s", s.log.String())
 		}
 	})
-	lines := make(chan string, 2)
-	go func() {
-		r := bufio.NewReader(stdout)
-		for range 2 {
-			l, err := r.ReadString('\n')
-			if err != nil {
-				close(lines)
-				return
-			}
-			lines <- l
-		}
-		io.Copy(io.Discard, r)
-	}()
-	for i := range 2 {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("taskbridge exited early:\n%s", s.log.String())
-			}
-			if i == 0 {
-				s.url, _, _ = strings.Cut(strings.TrimPrefix(l, "taskbridge listening on "), " ")
-			} else {
-				a, _, _ := strings.Cut(strings.TrimPrefix(l, "taskbridge admin on "), " ")
-				s.admin = strings.TrimSuffix(a, "/status")
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("no startup lines after 30 s")
-		}
+	select {
+	case b := <-banner:
+		s.url, s.admin = b.MCP, b.Admin
+	case err := <-s.exit:
+		t.Fatalf("taskbridge exited early (%v):\n%s", err, s.log.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("no start-up event after 30 s")
 	}
 	if !strings.HasPrefix(s.url, "http") || !strings.HasPrefix(s.admin, "http") { // http:// or https://
-		t.Fatalf("startup lines: url %q admin %q", s.url, s.admin)
+		t.Fatalf("start-up event: url %q admin %q", s.url, s.admin)
 	}
 	return s
 }
@@ -279,7 +255,7 @@ func TestOperateScriptedRun(t *testing.T) {
 			{"taskbridge_store_operation_duration_seconds", []string{"op", "create_task", "outcome", "ok"}, 5},
 			{"taskbridge_legacy_clients_total", []string{"client_name", "acme-ide", "client_version", "2.3.1", "protocol_version", "2025-11-25"}, 1},
 			{"taskbridge_legacy_clients_total", []string{"client_name", "legacy-cli", "client_version", "0.9.0"}, 1},
-			{"taskbridge_sunset_days_remaining", nil, 1},
+			{"taskbridge_sunset_remaining_seconds", nil, 1},
 			{"taskbridge_sunset_timestamp_seconds", nil, float64(time.Date(2027, 7, 28, 0, 0, 0, 0, time.UTC).Unix())},
 			{"taskbridge_build_info", nil, 1},
 		}
@@ -310,8 +286,25 @@ func TestOperateScriptedRun(t *testing.T) {
 				t.Errorf("%s%v = %v, want %v", c.family, c.labels, v, c.want)
 			}
 		}
-		if _, refused := metricValue(fams, "taskbridge_tasks_refused_total"); refused {
-			t.Errorf("taskbridge_tasks_refused_total has series after a run without refusals")
+		// Every counter family exists from the start; nothing was refused.
+		for _, reason := range []string{"draining", "kill_switch", "sunset"} {
+			if v, ok := metricValue(fams, "taskbridge_tasks_refused_total", "reason", reason); !ok || v != 0 {
+				t.Errorf("taskbridge_tasks_refused_total{reason=%q} = %v (present %v), want 0", reason, v, ok)
+			}
+		}
+	})
+
+	t.Run("promtool check metrics", func(t *testing.T) {
+		_, body := get(t, s.admin+"/metrics")
+		testenv.PromtoolCheck(t, body)
+	})
+
+	t.Run("nothing on stdout, metrics only on the admin listener", func(t *testing.T) {
+		if out := s.out.String(); out != "" {
+			t.Errorf("serve printed on stdout: %q", out)
+		}
+		if code, _ := get(t, strings.TrimSuffix(s.url, "/mcp")+"/metrics"); code != http.StatusNotFound {
+			t.Errorf("/metrics on the MCP listener with an admin listener: HTTP %d, want 404", code)
 		}
 	})
 
@@ -433,7 +426,8 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	}
 	waitFor(t, "/readyz to report draining", func() bool {
 		code, body := get(t, s.admin+"/readyz")
-		return code == 503 && strings.Contains(body, "accepting: FAIL draining")
+		return code == 503 && gjson.Get(body, "failed.0").Str == "accepting" &&
+			gjson.Get(body, `checks.#(name=="accepting").detail`).Str == "draining"
 	})
 
 	// New task creation is refused with the drain error.

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -51,33 +52,29 @@ type decisionJSON struct {
 func cmdProbe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: taskbridge probe URL [--json] [--timeout 10s] [--host-allow a,b] [--host-deny a,b] [--no-hosting]")
-		fs.PrintDefaults()
-	}
+	c := command{name: "probe", synopsis: "probe URL [--header 'NAME: VALUE']… [--json | --wide] [--timeout 10s] [--host-allow a,b] [--host-deny a,b] [--no-hosting]",
+		about: "Prints the upstream's capability manifest (era, versions, extensions, tools) and the route the bridge\n" +
+			"would take per tool for a 2025-11-25 and a 2026-07-28 client. It needs no store.", maxArgs: 1}
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	wide := fs.Bool("wide", false, "the table with every column (hints, advertised taskSupport, the reason of each decision)")
 	timeout := fs.Duration("timeout", 10*time.Second, "bound on the whole probe")
 	allow := fs.String("host-allow", "", "comma-separated tools that may run as bridge-hosted tasks whatever their annotations")
 	deny := fs.String("host-deny", "", "comma-separated tools never run as bridge-hosted tasks")
 	noHosting := fs.Bool("no-hosting", false, "refuse every bridge-hosted task")
-	// The URL may come before or after the flags.
-	var url string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		url, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
+	var headers headerFlag
+	fs.Var(&headers, "header", "`NAME: VALUE` sent with every request to the upstream, e.g. 'Authorization: Bearer …' (repeatable)")
+	pos, err := parseArgs(fs, c, args, stdout)
+	if err != nil {
 		return err
 	}
-	if url == "" && fs.NArg() > 0 {
-		url = fs.Arg(0)
-	}
-	if url == "" {
-		fs.Usage()
+	if len(pos) == 0 {
+		fmt.Fprintf(stderr, "Usage: taskbridge %s\n", c.synopsis)
 		return errors.New("probe: URL is required")
 	}
+	url := pos[0]
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	m, err := probeUpstream(ctx, url)
+	m, err := probeUpstream(ctx, url, headers.h)
 	if err != nil {
 		return err
 	}
@@ -88,15 +85,33 @@ func cmdProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		enc.SetEscapeHTML(false)
 		return enc.Encode(rep)
 	}
-	printReport(stdout, rep)
+	printReport(stdout, rep, *wide)
+	return nil
+}
+
+// headerFlag collects repeated --header 'NAME: VALUE' flags.
+type headerFlag struct{ h http.Header }
+
+func (f *headerFlag) String() string { return "" }
+
+func (f *headerFlag) Set(v string) error {
+	name, value, ok := strings.Cut(v, ":")
+	name = strings.TrimSpace(name)
+	if !ok || name == "" || strings.ContainsAny(name, " \t") {
+		return fmt.Errorf("want 'NAME: VALUE', got %q", v)
+	}
+	if f.h == nil {
+		f.h = http.Header{}
+	}
+	f.h.Add(name, strings.TrimSpace(value))
 	return nil
 }
 
 // probeUpstream detects the era as 2026-07-28 prescribes (server/discover first; a
 // non-modern error means a legacy server, then initialize) and lists the tools.
-func probeUpstream(ctx context.Context, url string) (fallback.UpstreamManifest, error) {
+func probeUpstream(ctx context.Context, url string, h http.Header) (fallback.UpstreamManifest, error) {
 	shown := redact.URL(url) // what errors may name
-	mc := sep2663.NewClient(sep2663.ClientOptions{URL: url, ClientInfo: sep2663.Implementation{Name: "taskbridge-probe", Version: version}})
+	mc := sep2663.NewClient(sep2663.ClientOptions{URL: url, Header: h, ClientInfo: sep2663.Implementation{Name: "taskbridge-probe", Version: version}})
 	d, derr := mc.Discover(ctx)
 	if derr == nil {
 		m := fallback.FromDiscover(d)
@@ -112,7 +127,7 @@ func probeUpstream(ctx context.Context, url string) (fallback.UpstreamManifest, 
 		}
 		return fallback.UpstreamManifest{}, fmt.Errorf("%s does not speak MCP: server/discover: %v", shown, derr)
 	}
-	lc := legacy.NewClient(legacy.ClientOptions{URL: url, Capabilities: json.RawMessage(`{}`),
+	lc := legacy.NewClient(legacy.ClientOptions{URL: url, Header: h, Capabilities: json.RawMessage(`{}`),
 		ClientInfo: legacy.Implementation{Name: "taskbridge-probe", Version: version}})
 	sess, err := lc.Connect(ctx)
 	if err != nil {
@@ -178,23 +193,45 @@ func asJSON(d fallback.Decision) decisionJSON {
 	return decisionJSON{Decision: string(d.Kind), Reason: d.Reason, Error: d.Err}
 }
 
-// printReport writes the human form.
-func printReport(w io.Writer, r probeReport) {
+// printReport writes the human form: a compact table by default (tool, mode, and the
+// decision per client era), every column with wide. Names from the upstream are made
+// terminal-safe.
+func printReport(w io.Writer, r probeReport, wide bool) {
 	m := r.Manifest
 	fmt.Fprintf(w, "upstream        %s\n", r.URL)
-	fmt.Fprintf(w, "era             %s (protocol %s; supports %s)\n", m.Era, m.ProtocolVersion, strings.Join(m.SupportedVersions, ", "))
-	fmt.Fprintf(w, "server          %s %s\n", m.Server.Name, m.Server.Version)
-	fmt.Fprintf(w, "extensions      %s\n", orNone(strings.Join(m.Extensions, ", ")))
-	fmt.Fprintf(w, "tasks           %v (operations: %s)\n", m.Tasks, orNone(strings.Join(m.TaskOperations, ", ")))
+	fmt.Fprintf(w, "era             %s (protocol %s; supports %s)\n", m.Era, termSafe(m.ProtocolVersion), termSafe(strings.Join(m.SupportedVersions, ", ")))
+	fmt.Fprintf(w, "server          %s %s\n", termSafe(m.Server.Name), termSafe(m.Server.Version))
+	fmt.Fprintf(w, "extensions      %s\n", orNone(termSafe(strings.Join(m.Extensions, ", "))))
+	fmt.Fprintf(w, "tasks           %v (operations: %s)\n", m.Tasks, orNone(termSafe(strings.Join(m.TaskOperations, ", "))))
 	fmt.Fprintf(w, "tools           %d\n\n", len(m.Tools))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOOL\tMODE\tHINTS\t2025-11-25 ADVERTISED\t2025-11-25 TASK\t2025-11-25 SYNC\t2026-07-28 TASK\t2026-07-28 SYNC")
+	if wide {
+		fmt.Fprintln(tw, "TOOL\tMODE\tHINTS\t2025-11-25 ADVERTISED\t2025-11-25 TASK\t2025-11-25 SYNC\t2026-07-28 TASK\t2026-07-28 SYNC")
+	} else {
+		fmt.Fprintln(tw, "TOOL\tMODE\t2025-11-25 TASK\t2025-11-25 SYNC\t2026-07-28 TASK\t2026-07-28 SYNC")
+	}
 	for i, d := range r.Decisions {
 		t := m.Tools[i]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Tool, t.Mode, hints(t), d.Legacy.TaskSupport,
-			short(d.Legacy.Task), short(d.Legacy.Sync), short(d.Modern.Task), short(d.Modern.Sync))
+		if wide {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termSafe(d.Tool), t.Mode, hints(t), d.Legacy.TaskSupport,
+				short(d.Legacy.Task), short(d.Legacy.Sync), short(d.Modern.Task), short(d.Modern.Sync))
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", termSafe(d.Tool), t.Mode,
+			compact(d.Legacy.Task), compact(d.Legacy.Sync), compact(d.Modern.Task), compact(d.Modern.Sync))
 	}
 	tw.Flush()
+	if !wide && len(r.Decisions) > 0 {
+		fmt.Fprintln(w, "\n(--wide adds the annotations, the advertised taskSupport and the reason of each decision; --json all of it)")
+	}
+}
+
+// compact is a decision without its reason; a refusal keeps its error code.
+func compact(d decisionJSON) string {
+	if d.Error != nil {
+		return fmt.Sprintf("%s (%d)", d.Decision, d.Error.Code)
+	}
+	return d.Decision
 }
 
 func short(d decisionJSON) string {

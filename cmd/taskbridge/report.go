@@ -20,9 +20,13 @@ import (
 func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	open := storeFlags(fs, "report_window", "sunset")
+	c := command{name: "report", synopsis: "report [--config FILE] [--store DSN] [--json]",
+		about: "The migration report, read from the store (read-only: it never creates or migrates one): the legacy\n" +
+			"clients still seen in the window, the tasks in flight, the days to the sunset.",
+		keys: []string{"store", "report_window", "sunset"}}
+	open := storeFlags(fs, storeReadOnly, stderr, c.keys[1:]...)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+	if _, err := parseArgs(fs, c, args, stdout); err != nil {
 		return err
 	}
 	st, cfg, err := open(ctx)
@@ -57,8 +61,15 @@ func writeReport(w io.Writer, r *ops.Report) {
 	}
 	fmt.Fprintf(w, "Tasks in flight: %d (working %d, input_required %d); created in the window: %d.\n\n",
 		r.InFlightTotal(), r.InFlight["working"], r.InFlight["input_required"], r.TasksCreated)
-	if len(r.Clients) == 0 {
-		fmt.Fprintln(w, "No legacy client was seen in the window: nothing depends on the bridge any more (see docs/operations.md, Retiring).")
+	switch r.Evidence {
+	case ops.EvidenceNoData:
+		fmt.Fprintln(w, "No data: this store holds no session and no task at all. Either no client ever used this bridge, or this is")
+		fmt.Fprintln(w, "not the store it writes (check --store, TASKBRIDGE_STORE or --config). This is no evidence that nothing depends on it.")
+		return
+	case ops.EvidenceNoTrafficInWindow:
+		fmt.Fprintf(w, "No legacy client was seen in the window (the store holds %d sessions and %d tasks; the last session was seen %s):\n",
+			r.Stored.Sessions, r.Stored.Tasks, lastSeen(r.Stored.LastSessionSeen))
+		fmt.Fprintln(w, "nothing depends on the bridge any more (see docs/operations.md, When to retire the bridge).")
 		return
 	}
 	fmt.Fprintln(w, "Legacy clients still seen:")
@@ -69,10 +80,18 @@ func writeReport(w io.Writer, r *ops.Report) {
 		if p == "" {
 			p = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", c.Name, c.Version, c.ProtocolVersion, p,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", termSafe(c.Name), termSafe(c.Version), termSafe(c.ProtocolVersion), termSafe(p),
 			c.FirstSeen.Format("2006-01-02 15:04"), c.LastSeen.Format("2006-01-02 15:04"), c.Sessions, c.Tasks, modes(c.ByMode))
 	}
 	tw.Flush()
+}
+
+// lastSeen prints when the last session was seen ("never" without one).
+func lastSeen(t time.Time) string {
+	if t.IsZero() {
+		return "never (only tasks)"
+	}
+	return "on " + t.UTC().Format("2006-01-02 15:04 UTC")
 }
 
 func modes(m map[string]int) string {

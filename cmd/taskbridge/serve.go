@@ -21,10 +21,8 @@ import (
 	"github.com/taskbridge/taskbridge/internal/config"
 	"github.com/taskbridge/taskbridge/internal/metrics"
 	"github.com/taskbridge/taskbridge/internal/ops"
+	"github.com/taskbridge/taskbridge/internal/reload"
 	"github.com/taskbridge/taskbridge/sep2663"
-	"github.com/taskbridge/taskbridge/store"
-	"github.com/taskbridge/taskbridge/store/postgres"
-	"github.com/taskbridge/taskbridge/store/sqlite"
 )
 
 // cmdServe runs the bridge. Every setting comes from internal/config: flags, TASKBRIDGE_*
@@ -33,30 +31,37 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	loader := config.Register(fs)
-	if err := fs.Parse(args); err != nil {
+	if _, err := parseArgs(fs, serveCommand, args, stdout); err != nil {
 		return err
 	}
 	// Signals are counted here: the first SIGTERM/SIGINT drains, the second exits at once.
+	// SIGHUP re-reads the certificates (onSIGHUP) and the configuration (live.go); caught
+	// from here on, so it never kills.
 	sigc := make(chan os.Signal, 2)
 	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigc)
-	cfg, err := loader.Load(os.Getenv)
-	if err == nil {
-		err = cfg.Validate(true)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	load := func() (*config.Config, error) {
+		c, err := loader.Load(os.Getenv)
+		if err == nil {
+			err = c.Validate(true)
+		}
+		return c, err
 	}
+	cfg, err := load()
 	if err != nil {
 		return fmt.Errorf("serve: configuration:\n%w", err)
 	}
-	log := newLoggerFormat(stderr, cfg.LogLevel, cfg.LogFormat)
+	plog, stopLog := startLogger(stderr, cfg)
+	defer stopLog()
+	log := plog.Logger
 	m := metrics.New(version)
 	tl, err := loadTLS(cfg)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	// SIGHUP re-reads the certificates (onSIGHUP); caught from here on, so it never kills.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	up := upstreamFlags{url: cfg.Upstream, cmd: cfg.UpstreamCmd, closeWait: cfg.UpstreamCloseWait, termWait: cfg.UpstreamTermWait}
 	upstream, stopUpstream, err := openUpstream(up, cfg, m, tl, log, stderr)
 	if err != nil {
@@ -125,6 +130,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		MaxReplayBytes:      cfg.MaxReplayBytes,
 		MaxSessionInfoBytes: cfg.MaxSessionInfoBytes,
 		SessionRetention:    cfg.ReportWindow,
+		AccessLog:           plog.AccessLog,
 	}
 	if bcfg.ToolTaskSupport, err = parseToolTaskSupport(cfg.ToolTaskSupport); err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -184,17 +190,23 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("serve: admin listener: %w", err)
 		}
 	}
-	s := &server{log: log, cfg: cfg, b: b, door: door, drain: drain, inflight: inflight, sigc: sigc, hup: hup, tls: tl, prm: prm,
-		admin: ops.Handler(ops.Options{Store: st, Metrics: m, Logger: log, UpstreamReady: b.UpstreamReady,
+	rl, err := newReloader(cfg, load, plog)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	s := &server{log: log, cfg: cfg, b: b, door: door, drain: drain, inflight: inflight, sigc: sigc, hup: hup, tls: tl, prm: prm, reload: rl,
+		admin: ops.Handler(ops.Options{Store: st, Metrics: m, Logger: log, UpstreamCheck: b.CheckUpstream,
 			ActiveTasks: b.ActiveTasks, Drain: drain, Inflight: inflight, Version: version,
 			Upstream: up.describe(), KillSwitch: cfg.KillSwitch, Sunset: cfg.Sunset,
-			SunsetWarn: cfg.SunsetWarn, ReportWindow: cfg.ReportWindow})}
+			SunsetWarn: cfg.SunsetWarn, ReportWindow: cfg.ReportWindow, Reload: reloadFunc(rl)})}
 	web, ws := schemes(tl.mcp)
-	fmt.Fprintf(stdout, "taskbridge listening on %s://%s/mcp (also %s://%s/mcp; upstream %s)\n", web, ln.Addr(), ws, ln.Addr(), up.describe())
+	adminWeb := ""
+	if admin != nil {
+		adminWeb, _ = schemes(tl.admin)
+	}
+	logBanner(log, web, ws, ln, adminWeb, admin, up.describe())
 	warnPlainHTTP(log, "mcp", ln, tl.mcp)
 	if admin != nil {
-		web, _ := schemes(tl.admin)
-		fmt.Fprintf(stdout, "taskbridge admin on %s://%s/status (/metrics, /healthz, /readyz, POST /admin/drain)\n", web, admin.Addr())
 		warnPlainHTTP(log, "admin", admin, tl.admin)
 	}
 	return s.serve(ctx, ln, admin, m)
@@ -244,14 +256,17 @@ type server struct {
 	drain    *ops.Drain
 	inflight *ops.Inflight
 	sigc     chan os.Signal
-	hup      chan os.Signal // SIGHUP: onSIGHUP
+	hup      chan os.Signal // SIGHUP: certificates (onSIGHUP) and configuration (reload)
 	tls      *tlsSet
 	prm      *auth.ProtectedResource // nil: no OAuth protected-resource metadata
+	reload   *reload.Reloader
 	admin    http.Handler
 }
 
-// serve serves until a drain ends (first signal, ctx cancelled, or POST /admin/drain) and
-// returns nil, or until a second signal, which returns an error at once.
+// serve serves until a drain for exit ends (first signal, ctx cancelled, or POST
+// /admin/drain?exit=true) and returns nil, or until a second signal, which returns an
+// error at once. SIGHUP reloads the configuration at any time. A plain POST /admin/drain
+// does not end serve: it refuses new tasks until POST /admin/undrain.
 //
 // A drain refuses new task-augmented calls (the work gate's Draining), keeps serving
 // everything else, and waits until no MCP POST is in flight and no task tracked here is
@@ -267,10 +282,13 @@ func (s *server) serve(ctx context.Context, ln, adminLn net.Listener, m *metrics
 		}
 	}
 	if adminLn == nil {
-		// No admin listener: metrics and readiness on this one; /status and the drain
-		// endpoint are never exposed on the MCP listener.
-		mux.Handle("GET /metrics", s.admin)
+		// No admin listener: readiness on this one (a load balancer needs it), /metrics
+		// only when public_metrics says so (its labels name clients); /status and the
+		// /admin endpoints are never exposed on the MCP listener.
 		mux.Handle("GET /readyz", s.admin)
+		if s.cfg.PublicMetrics {
+			mux.Handle("GET /metrics", s.admin)
+		}
 	}
 	srv := s.httpServer(mux)
 	errc := make(chan error, 2)
@@ -288,20 +306,28 @@ func (s *server) serve(ctx context.Context, ln, adminLn net.Listener, m *metrics
 	}()
 	go func() {
 		defer close(hupDone)
-		watchSIGHUP(wctx, s.hup, s.onSIGHUP)
+		watchSIGHUP(wctx, s.hup, func() {
+			s.onSIGHUP()
+			s.reload.Reload(context.Background(), "SIGHUP")
+		})
 	}()
 	defer func() { stopWatch(); <-watchDone; <-hupDone }()
 
 	signals := 0
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	case <-s.sigc:
-		signals++
-	case <-s.drain.Started():
+	for waiting := true; waiting; {
+		select {
+		case err := <-errc:
+			return err
+		case <-ctx.Done():
+			waiting = false
+		case <-s.sigc:
+			signals++
+			waiting = false
+		case <-s.drain.Exiting():
+			waiting = false
+		}
 	}
-	if s.drain.Start() {
+	if s.drain.Exit() {
 		m.SetDraining(true)
 		s.log.Warn().Int64("inflightRequests", s.inflight.Count()).Int("trackedTasks", s.b.ActiveTasks()).
 			Msg("draining: new tasks are refused; finishing in-flight calls and tracked tasks (a second signal exits at once)")
@@ -355,39 +381,6 @@ func (s *server) shutdown(srv, adminSrv *http.Server, grace time.Duration) {
 	if adminSrv != nil {
 		_ = adminSrv.Shutdown(sctx)
 	}
-}
-
-// openStore opens "sqlite:PATH" (the default) or a postgres:// DSN.
-func openStore(ctx context.Context, spec string) (store.Store, error) {
-	switch {
-	case strings.HasPrefix(spec, "sqlite:"):
-		return sqlite.Open(ctx, strings.TrimPrefix(spec, "sqlite:"))
-	case strings.HasPrefix(spec, "postgres://"), strings.HasPrefix(spec, "postgresql://"):
-		return postgres.Open(ctx, spec)
-	}
-	return nil, fmt.Errorf("--store %q: want sqlite:PATH or postgres://…", spec)
-}
-
-func newLogger(w io.Writer, level string) zerolog.Logger {
-	return newLoggerFormat(w, level, "auto")
-}
-
-// newLoggerFormat logs JSON lines, or the console format when format is "console" or
-// "auto" on a terminal.
-func newLoggerFormat(w io.Writer, level, format string) zerolog.Logger {
-	lvl, err := zerolog.ParseLevel(level)
-	if err != nil {
-		lvl = zerolog.InfoLevel
-	}
-	if f, ok := w.(*os.File); format == "console" || (format == "auto" && ok && isTerminal(f)) {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
-	}
-	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
-}
-
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 func splitList(s string) []string {

@@ -85,7 +85,11 @@ func cmdStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	pollFloor := fs.Int64("poll-floor-ms", 250, "lowest poll interval told to clients and used upstream, ms")
 	heartbeat := fs.Duration("heartbeat", 10*time.Second, "progress heartbeat interval on long requests")
 	loader := config.RegisterKeys(fs, stdioKeys...)
-	if err := fs.Parse(args); err != nil {
+	c := command{name: "stdio", synopsis: "stdio --upstream URL|--upstream-cmd CMD [flags]",
+		about: "Serves one 2025-11-25 client on stdin/stdout (an MCP client launches this as its server); logs go to\n" +
+			"stderr, and stdout carries only MCP messages.",
+		keys: stdioKeys}
+	if _, err := parseArgs(fs, c, args, stdout); err != nil {
 		return err
 	}
 	cfg, err := loader.Load(os.Getenv)

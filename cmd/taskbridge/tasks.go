@@ -52,16 +52,18 @@ func cmdTasks(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return fmt.Errorf("tasks: unknown subcommand %q", args[0])
 }
 
-// storeFlags registers --config and --store on fs and returns a func opening the store
-// after parsing.
-func storeFlags(fs *flag.FlagSet, keys ...string) func(context.Context) (store.Store, *config.Config, error) {
+// storeFlags registers --config, --store and keys on fs and returns a func opening the
+// store with access after parsing (warning on stderr about misspelled TASKBRIDGE_*
+// variables first).
+func storeFlags(fs *flag.FlagSet, access storeAccess, stderr io.Writer, keys ...string) func(context.Context) (store.Store, *config.Config, error) {
 	l := config.RegisterKeys(fs, append([]string{"store"}, keys...)...)
 	return func(ctx context.Context) (store.Store, *config.Config, error) {
+		warnUnknownEnv(stderr, os.Environ())
 		cfg, err := l.Load(os.Getenv)
 		if err != nil {
 			return nil, nil, err
 		}
-		st, err := openStore(ctx, cfg.Store)
+		st, err := openStoreAs(ctx, cfg.Store, access)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -69,20 +71,8 @@ func storeFlags(fs *flag.FlagSet, keys ...string) func(context.Context) (store.S
 	}
 }
 
-// interleaved parses flags that may come before or after positional arguments.
-func interleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-}
+// storeNote is the help paragraph of the tasks commands.
+const storeNote = "The store comes from --store, TASKBRIDGE_STORE or the --config file (as for serve)."
 
 // ownerOf turns --principal into the record owner: "principal:TENANT/ID"; a bare ID means
 // the empty tenant.
@@ -99,13 +89,15 @@ func ownerOf(p string) string {
 func tasksList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("tasks list", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	open := storeFlags(fs)
+	c := command{name: "tasks list", synopsis: "tasks list [--principal P] [--status S] [--session ID] [--limit N] [--json]",
+		about: "Lists task records, newest first, read-only. " + storeNote, keys: []string{"store"}}
+	open := storeFlags(fs, storeReadOnly, stderr)
 	principal := fs.String("principal", "", "only this principal's tasks (TENANT/ID, or ID for no tenant)")
 	status := fs.String("status", "", "only tasks in this status: working, input_required, completed, failed, cancelled")
 	session := fs.String("session", "", "only tasks created in this session")
 	limit := fs.Int("limit", 100, "at most this many tasks, newest first (0: all)")
 	asJSON := fs.Bool("json", false, "one JSON object per line")
-	if _, err := interleaved(fs, args); err != nil {
+	if _, err := parseArgs(fs, c, args, stdout); err != nil {
 		return err
 	}
 	switch store.Status(*status) {
@@ -134,7 +126,7 @@ func tasksList(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tOUTCOME\tMODE\tTOOL\tOWNER\tCREATED\tUPDATED")
 	for _, t := range ts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Status, t.Outcome, t.Mode, t.Tool, t.Owner,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termSafe(t.ID), t.Status, t.Outcome, t.Mode, termSafe(t.Tool), termSafe(t.Owner),
 			t.CreatedAt.Format(time.RFC3339), t.LastUpdatedAt.Format(time.RFC3339))
 	}
 	if err := tw.Flush(); err != nil {
@@ -199,9 +191,12 @@ func taskView(t *store.Task) view {
 func tasksShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("tasks show", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	open := storeFlags(fs)
+	c := command{name: "tasks show", synopsis: "tasks show ID [--json]",
+		about: "Shows one task record, read-only; payloads appear as size and SHA-256 only. " + storeNote,
+		keys:  []string{"store"}, maxArgs: 1}
+	open := storeFlags(fs, storeReadOnly, stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := interleaved(fs, args)
+	pos, err := parseArgs(fs, c, args, stdout)
 	if err != nil {
 		return err
 	}
@@ -215,7 +210,7 @@ func tasksShow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer st.Close()
 	t, err := st.GetTask(ctx, pos[0])
 	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("tasks show: no task %q in this store", pos[0])
+		return fmt.Errorf("tasks show: no task %q in this store", termSafe(pos[0]))
 	}
 	if err != nil {
 		return err
@@ -234,7 +229,7 @@ func tasksShow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}{v, inputViews(ins)})
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	row := func(k string, val any) { fmt.Fprintf(tw, "%s\t%v\n", k, val) }
+	row := func(k string, val any) { fmt.Fprintf(tw, "%s\t%s\n", k, termSafe(fmt.Sprint(val))) }
 	row("id", v.ID)
 	row("status", v.Status)
 	row("outcome", v.Outcome)
@@ -311,10 +306,13 @@ func orDash(s string) string {
 func tasksReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("tasks reconcile", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	open := storeFlags(fs)
+	c := command{name: "tasks reconcile", synopsis: "tasks reconcile ID --outcome succeeded|failed|cancelled [--note TEXT]",
+		about: "Settles a task whose outcome is unknown with the operator's verdict. It writes to an existing store and\n" +
+			"never creates one. " + storeNote, keys: []string{"store"}, maxArgs: 1}
+	open := storeFlags(fs, storeWriteExisting, stderr)
 	outcome := fs.String("outcome", "", "what really happened: succeeded, failed or cancelled (required)")
 	note := fs.String("note", "", "free text kept in the record's audit trail (who checked what)")
-	pos, err := interleaved(fs, args)
+	pos, err := parseArgs(fs, c, args, stdout)
 	if err != nil {
 		return err
 	}
@@ -337,7 +335,7 @@ func tasksReconcile(ctx context.Context, args []string, stdout, stderr io.Writer
 	now := time.Now()
 	rec, err := bridge.Reconcile(ctx, st, pos[0], ran, strings.TrimSpace(*note), now)
 	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("tasks reconcile: no task %q in this store", pos[0])
+		return fmt.Errorf("tasks reconcile: no task %q in this store", termSafe(pos[0]))
 	}
 	if err != nil {
 		return fmt.Errorf("tasks reconcile: %w", err)

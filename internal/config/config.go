@@ -46,7 +46,8 @@ const DateLayout = "2006-01-02"
 // docs/configuration.md for every key.
 type Config struct {
 	Listen                string        `key:"listen" help:"address of the MCP listener; the endpoint is http://ADDR/mcp"`
-	Admin                 string        `key:"admin" help:"address of the admin listener (/metrics, /healthz, /readyz, /status, POST /admin/drain); empty or \"off\": none, and /metrics and /readyz are served on the MCP listener"`
+	Admin                 string        `key:"admin" help:"address of the admin listener (/metrics, /healthz, /readyz, /status, POST /admin/drain|undrain|reload); empty or \"off\": none, and only /healthz and /readyz are served, on the MCP listener"`
+	PublicMetrics         bool          `key:"public_metrics" help:"without an admin listener, serve /metrics on the MCP listener too (its labels name clients; off by default)"`
 	Upstream              string        `key:"upstream" secret:"url" help:"URL of the SEP-2663 (2026-07-28) upstream MCP endpoint (required by serve)"`
 	UpstreamCmd           string        `key:"upstream_cmd" help:"run the upstream as a child process over stdio instead: \"CMD ARGS\" (quotes group words; not a shell)"`
 	UpstreamCloseWait     time.Duration `key:"upstream_close_wait" help:"on shutdown, how long to wait for the upstream child to exit after closing its stdin"`
@@ -55,6 +56,7 @@ type Config struct {
 	Store                 string        `key:"store" secret:"dsn" help:"task store: sqlite:PATH or postgres://USER:PASSWORD@HOST/DB"`
 	LogLevel              string        `key:"log_level" help:"log level: debug, info, warn, error"`
 	LogFormat             string        `key:"log_format" help:"log format: auto (console on a terminal, else JSON), json, console"`
+	AccessLog             bool          `key:"access_log" help:"one info line per MCP request (method, route, task, duration_ms, outcome); changeable by reload"`
 	MaxBody               int64         `key:"max_body" help:"largest accepted request body, bytes"`
 	PollFloorMs           int64         `key:"poll_floor_ms" help:"lowest poll interval told to clients and used upstream, ms"`
 	PollCeilMs            int64         `key:"poll_ceil_ms" help:"highest poll interval told to legacy clients, ms"`
@@ -122,6 +124,7 @@ func Default() *Config {
 		UpstreamTermWait:  5 * time.Second,
 		LogLevel:          "info",
 		LogFormat:         "auto",
+		AccessLog:         true,
 		MaxBody:           4 << 20,
 		PollFloorMs:       250,
 		PollCeilMs:        30000,

@@ -4,10 +4,15 @@
 // Every method is safe on a nil *Metrics (it does nothing), so code under test and tools
 // that do not serve /metrics pass nil instead of threading a flag around.
 //
-// Label values that come from peers (method names, clientInfo name and version) are
-// bounded: unknown methods are counted as "other", and at most maxClients distinct
-// (name, version) pairs get their own series; the rest share name="other". A client that
-// invents a new name per session therefore cannot blow up the registry.
+// Label values that come from peers are bounded: unknown methods and protocol versions are
+// counted as "other", JSON-RPC error codes outside the reserved range as "error_other",
+// and at most maxClients distinct (clientInfo name, version) pairs get their own series;
+// the rest share name="other". A client that invents a new name per session therefore
+// cannot blow up the registry.
+//
+// Every counter family is exported from the start: the label values of a fixed
+// vocabulary (modes, decisions, refusal reasons, relayed methods, the main methods) are
+// created at zero, so a rate() or an absent() alert works before the first event.
 //
 // Concurrency: all methods are safe for concurrent use; the collectors are internally
 // locked, clients is guarded by mu.
@@ -19,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -45,6 +51,15 @@ var knownMethods = map[string]bool{
 	"logging/setLevel": true, "server/discover": true,
 	"elicitation/create": true, "sampling/createMessage": true, "roots/list": true,
 }
+
+// protocolVersions are the MCP revisions that get their own protocol_version label value.
+var protocolVersions = map[string]bool{
+	"2024-11-05": true, "2025-03-26": true, "2025-06-18": true, "2025-11-25": true, "2026-07-28": true,
+}
+
+// RefusalReasons are the tasks_refused_total reasons, created at zero. The admission code
+// refuses with exactly these.
+var RefusalReasons = []string{"draining", "kill_switch", "sunset", "max_concurrent_tasks", "overloaded"}
 
 // Method returns the label value for a JSON-RPC method: itself when known, else "other".
 func Method(m string) string {
@@ -73,7 +88,7 @@ type Metrics struct {
 	draining        prometheus.Gauge
 	killSwitch      prometheus.Gauge
 	sunsetTime      prometheus.Gauge
-	sunsetDays      prometheus.Gauge
+	sunsetUnix      atomic.Int64 // the sunset for sunset_remaining_seconds; 0: none
 
 	mu      sync.Mutex
 	clients map[[2]string]bool // (name, version) pairs with their own series
@@ -120,8 +135,8 @@ func New(version string) *Metrics {
 	m.killSwitch = f.gauge("kill_switch", "1 while the kill switch refuses all new task creation.")
 	m.sunsetTime = f.gauge("sunset_timestamp_seconds",
 		"Unix time of the configured sunset of the 2025-11-25 experimental tasks API (0: none).")
-	m.sunsetDays = f.gauge("sunset_days_remaining",
-		"Whole days left until the configured sunset (negative after it; absent without a sunset).")
+	reg.MustRegister(&sunsetCollector{m: m, desc: prometheus.NewDesc(Namespace+"_sunset_remaining_seconds",
+		"Seconds left until the configured sunset, at scrape time (negative after it; absent without a sunset).", nil, nil)})
 	bi := f.gaugeVec("build_info", "Always 1, labelled with the taskbridge version.", "version")
 	bi.WithLabelValues(version).Set(1)
 	m.tasks = &tasksCollector{desc: prometheus.NewDesc(Namespace+"_tasks_in_flight",
@@ -129,7 +144,29 @@ func New(version string) *Metrics {
 	reg.MustRegister(m.tasks,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.zeroSeries()
 	return m
+}
+
+// zeroSeries creates the series of the fixed vocabularies at zero (see the package
+// comment).
+func (m *Metrics) zeroSeries() {
+	for _, method := range []string{"initialize", "ping", "tools/list", "tools/call", "tasks/get", "tasks/result", "tasks/list", "tasks/cancel"} {
+		m.requests.WithLabelValues("legacy", method, "ok")
+	}
+	for _, mode := range []string{"translate", "host", "complete"} {
+		m.tasksCreated.WithLabelValues(mode)
+	}
+	for _, r := range RefusalReasons {
+		m.tasksRefused.WithLabelValues(r)
+	}
+	for _, d := range []string{"translate", "host", "collapse", "passthrough", "refuse"} {
+		m.fallback.WithLabelValues(d)
+	}
+	for _, method := range []string{"elicitation/create", "sampling/createMessage", "roots/list"} {
+		m.inputsRelayed.WithLabelValues(method)
+	}
+	m.legacyClients.WithLabelValues("other", "other", "other")
 }
 
 // Registry returns the underlying registry (for tests and extra collectors).
@@ -236,7 +273,10 @@ func (m *Metrics) LegacyClient(name, version, protocolVersion string) {
 	if m == nil {
 		return
 	}
-	name, version, protocolVersion = label(name), label(version), label(protocolVersion)
+	name, version = label(name), label(version)
+	if !protocolVersions[protocolVersion] {
+		protocolVersion = "other"
+	}
 	key := [2]string{name, version}
 	m.mu.Lock()
 	if !m.clients[key] {
@@ -266,17 +306,34 @@ func (m *Metrics) SetKillSwitch(on bool) {
 	m.killSwitch.Set(b2f(on))
 }
 
-// SetSunset records the sunset date and the whole days left at now. A zero sunset clears it.
-func (m *Metrics) SetSunset(sunset, now time.Time) {
+// SetSunset records the sunset; sunset_remaining_seconds counts down to it at scrape time.
+// A zero sunset clears it.
+func (m *Metrics) SetSunset(sunset time.Time) {
 	if m == nil {
 		return
 	}
 	if sunset.IsZero() {
 		m.sunsetTime.Set(0)
+		m.sunsetUnix.Store(0)
 		return
 	}
 	m.sunsetTime.Set(float64(sunset.Unix()))
-	m.sunsetDays.Set(float64(DaysUntil(sunset, now)))
+	m.sunsetUnix.Store(sunset.Unix())
+}
+
+// sunsetCollector reports taskbridge_sunset_remaining_seconds at scrape time.
+type sunsetCollector struct {
+	m    *Metrics
+	desc *prometheus.Desc
+}
+
+func (c *sunsetCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *sunsetCollector) Collect(ch chan<- prometheus.Metric) {
+	if at := c.m.sunsetUnix.Load(); at != 0 {
+		left := time.Until(time.Unix(at, 0)).Seconds()
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(int64(left)))
+	}
 }
 
 // DaysUntil returns the whole days from now until t, rounded down (negative once past).
@@ -302,12 +359,18 @@ func (m *Metrics) SetTasksSource(fn func(context.Context) (map[string]int, error
 }
 
 // Outcome classifies an error for the requests metric: "ok", or "error_<code>" with the
-// JSON-RPC error code the client saw (internal failures are -32603).
+// JSON-RPC error code the client saw (internal failures are -32603). Codes outside the
+// range JSON-RPC reserves (-32768 to -32000), which an upstream may invent, are
+// "error_other".
 func Outcome(err error) string {
 	if err == nil {
 		return "ok"
 	}
-	return "error_" + strconv.FormatInt(jsonrpc.AsError(err).Code, 10)
+	code := jsonrpc.AsError(err).Code
+	if code < -32768 || code > -32000 {
+		return "error_other"
+	}
+	return "error_" + strconv.FormatInt(code, 10)
 }
 
 // label makes a peer-supplied string safe and short as a label value.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/testenv"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/sqlite"
 )
@@ -32,7 +33,7 @@ func TestNilSafe(t *testing.T) {
 	m.LegacyClient("c", "1", "2025-11-25")
 	m.SetDraining(true)
 	m.SetKillSwitch(true)
-	m.SetSunset(time.Now(), time.Now())
+	m.SetSunset(time.Now())
 	m.SetTasksSource(nil)
 	if m.Transport(http.DefaultTransport) != http.DefaultTransport {
 		t.Error("nil Transport must return rt unchanged")
@@ -80,9 +81,78 @@ func TestLabelsAreBounded(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	if n := strings.Count(body, "taskbridge_legacy_clients_total{"); n != maxClients+1 {
-		t.Errorf("legacy client series = %d, want %d (bounded)", n, maxClients+1)
+	// maxClients pairs, the overflow series, and the "other" series created at zero.
+	if n := strings.Count(body, "taskbridge_legacy_clients_total{"); n != maxClients+2 {
+		t.Errorf("legacy client series = %d, want %d (bounded)", n, maxClients+2)
 	}
+	// A protocol version or an error code a peer invents does not make a series of its own.
+	m.LegacyClient("client-0", "1.0", "1999-01-01-"+strings.Repeat("x", 8))
+	m.Request("legacy", "tools/call", Outcome(jsonrpc.NewError(424242, "invented")), time.Millisecond)
+	body = scrape(t, m)
+	for _, want := range []string{
+		`taskbridge_legacy_clients_total{client_name="client-0",client_version="1.0",protocol_version="other"} 1`,
+		`taskbridge_requests_total{face="legacy",method="tools/call",outcome="error_other"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(body, "1999-01-01") || strings.Contains(body, "424242") {
+		t.Error("a peer-invented label value made a series")
+	}
+}
+
+// TestCountersExistFromStart: a fresh registry exports every counter family, its fixed
+// vocabulary at zero, before anything happened.
+func TestCountersExistFromStart(t *testing.T) {
+	body := scrape(t, New("v"))
+	for _, want := range []string{
+		`taskbridge_requests_total{face="legacy",method="tools/call",outcome="ok"} 0`,
+		`taskbridge_tasks_created_total{mode="translate"} 0`,
+		`taskbridge_tasks_created_total{mode="host"} 0`,
+		`taskbridge_tasks_created_total{mode="complete"} 0`,
+		`taskbridge_tasks_refused_total{reason="draining"} 0`,
+		`taskbridge_tasks_refused_total{reason="kill_switch"} 0`,
+		`taskbridge_tasks_refused_total{reason="sunset"} 0`,
+		`taskbridge_fallback_decisions_total{decision="refuse"} 0`,
+		`taskbridge_polls_coalesced_total 0`,
+		`taskbridge_upstream_polls_total 0`,
+		`taskbridge_input_requests_relayed_total{method="elicitation/create"} 0`,
+		`taskbridge_legacy_clients_total{client_name="other",client_version="other",protocol_version="other"} 0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("a fresh /metrics lacks %s", want)
+		}
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "# TYPE taskbridge_") && strings.HasSuffix(line, " counter") {
+			name := strings.Fields(line)[2]
+			if !strings.Contains(body, "\n"+name+" ") && !strings.Contains(body, "\n"+name+"{") {
+				t.Errorf("counter family %s has no series at start", name)
+			}
+		}
+	}
+}
+
+// TestPromtoolClean: promtool check metrics finds nothing to complain about in a registry
+// that has seen every kind of event (units, suffixes, help, label values).
+func TestPromtoolClean(t *testing.T) {
+	m := New("v1.2.3")
+	m.Request("legacy", "tools/call", Outcome(jsonrpc.ErrMethodNotFound), time.Millisecond)
+	m.Upstream("tools/call", "ok", time.Millisecond)
+	m.Store("get_task", nil, time.Millisecond)
+	m.TaskCreated("translate")
+	m.TaskRefused("sunset")
+	m.Fallback("collapse")
+	m.PollCoalesced()
+	m.UpstreamPoll()
+	m.InputRelayed("elicitation/create")
+	m.LegacyClient("acme ide \"quoted\"", "2.3.1", "2025-11-25")
+	m.SetDraining(true)
+	m.SetKillSwitch(true)
+	m.SetSunset(time.Date(2027, 7, 28, 0, 0, 0, 0, time.UTC))
+	m.SetTasksSource(func(context.Context) (map[string]int, error) { return map[string]int{"working": 2}, nil })
+	testenv.PromtoolCheck(t, scrape(t, m))
 }
 
 func TestTransportTimesUpstreamExchanges(t *testing.T) {
@@ -177,8 +247,17 @@ func TestDaysUntilAndSunsetGauge(t *testing.T) {
 		}
 	}
 	m := New("v")
-	m.SetSunset(sunset, sunset.Add(-10*24*time.Hour))
-	if v := m.Values("sunset_days_remaining")[""]; v != 10 {
-		t.Errorf("sunset_days_remaining = %v, want 10", v)
+	soon := time.Now().Add(10 * 24 * time.Hour)
+	m.SetSunset(soon)
+	left := m.Values("sunset_remaining_seconds")[""]
+	if want := (10 * 24 * time.Hour).Seconds(); left > want || left < want-60 {
+		t.Errorf("sunset_remaining_seconds = %v, want about %v", left, want)
+	}
+	if v := m.Values("sunset_timestamp_seconds")[""]; v != float64(soon.Unix()) {
+		t.Errorf("sunset_timestamp_seconds = %v", v)
+	}
+	m.SetSunset(time.Time{})
+	if _, ok := m.Values("sunset_remaining_seconds")[""]; ok {
+		t.Error("sunset_remaining_seconds without a sunset: want no series")
 	}
 }

@@ -1,14 +1,16 @@
 // Package ops is taskbridge's operator surface: the admin HTTP mux (/metrics, /healthz,
-// /readyz, /status, POST /admin/drain), the drain state, the count of in-flight MCP
-// requests, the sunset watcher and the migration report shared with the CLI.
+// /readyz, /status, POST /admin/drain, /admin/undrain and /admin/reload), the drain
+// state, the readiness checks, the count of in-flight MCP requests, the sunset watcher and
+// the migration report shared with the CLI.
 //
 // The admin mux belongs on a separate, private address (config key "admin"): /status
-// names clients and principals, and /admin/drain stops task creation.
+// names clients and principals, and the /admin endpoints change what the replica does.
 package ops
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/pprof"
 	"sync"
@@ -28,13 +30,20 @@ type Options struct {
 	Logger  zerolog.Logger
 	Now     func() time.Time // default time.Now
 
-	// UpstreamReady reports whether the upstream has been discovered (nil: assume yes).
-	UpstreamReady func(context.Context) error
+	// UpstreamCheck asks the upstream now whether it answers (nil: not checked). /readyz
+	// runs it at most once per CheckInterval however often it is scraped.
+	UpstreamCheck func(context.Context) error
+	// CheckInterval is how old a readiness result may be (default 2 s); each check is
+	// bounded by the same time.
+	CheckInterval time.Duration
 	// ActiveTasks counts the non-terminal tasks this replica tracks (nil: unknown).
 	ActiveTasks func() int
 
 	Drain    *Drain
 	Inflight *Inflight
+	// Reload re-reads and applies the configuration (POST /admin/reload); nil: 404. It
+	// returns the result to show and whether the reload was applied.
+	Reload func(ctx context.Context) (result any, ok bool)
 
 	Version      string
 	Upstream     string // shown on /status (never with credentials)
@@ -56,7 +65,7 @@ func Handler(o Options) http.Handler {
 	if o.ReportWindow <= 0 {
 		o.ReportWindow = 30 * 24 * time.Hour
 	}
-	s := &server{o: o}
+	s := &server{o: o, ready: newReadiness(o)}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", o.Metrics.Handler())
 	mux.HandleFunc("GET /healthz", s.healthz)
@@ -65,6 +74,8 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /status.json", s.statusJSON)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/status", http.StatusFound) })
 	mux.HandleFunc("POST /admin/drain", s.drain)
+	mux.HandleFunc("POST /admin/undrain", s.undrain)
+	mux.HandleFunc("POST /admin/reload", s.reload)
 	// Profiles for performance work (docs/benchmarks.md); the admin address is private.
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
@@ -73,7 +84,10 @@ func Handler(o Options) http.Handler {
 	return browserGuard(mux) // guard.go: no POST from a web page
 }
 
-type server struct{ o Options }
+type server struct {
+	o     Options
+	ready *readiness
+}
 
 // Healthz answers 200 while the process runs (liveness).
 func Healthz(w http.ResponseWriter, _ *http.Request) {
@@ -83,95 +97,118 @@ func Healthz(w http.ResponseWriter, _ *http.Request) {
 
 func (s *server) healthz(w http.ResponseWriter, r *http.Request) { Healthz(w, r) }
 
-// readyz answers 200 when the store answers a ping, the upstream has been discovered and
-// the replica is not draining; 503 otherwise, with one line per check.
-func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
-	checks := s.checks(r.Context())
-	code := http.StatusOK
-	for _, c := range checks {
-		if !c.OK {
-			code = http.StatusServiceUnavailable
-		}
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(code)
-	for _, c := range checks {
-		state := "ok"
-		if !c.OK {
-			state = "FAIL " + c.Detail
-		}
-		w.Write([]byte(c.Name + ": " + state + "\n"))
-	}
-}
-
-// Check is one readiness check.
-type Check struct {
-	Name   string `json:"name"`
-	OK     bool   `json:"ok"`
-	Detail string `json:"detail,omitempty"`
-}
-
-func (s *server) checks(ctx context.Context) []Check {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	out := []Check{{Name: "store", OK: true}, {Name: "upstream", OK: true}, {Name: "accepting", OK: true}}
-	if s.o.Store == nil {
-		out[0] = Check{Name: "store", Detail: "no store configured"}
-	} else if err := s.o.Store.Ping(ctx); err != nil {
-		out[0] = Check{Name: "store", Detail: "unreachable"}
-		s.o.Logger.Warn().Err(err).Msg("readyz: store ping failed")
-	}
-	if s.o.UpstreamReady != nil {
-		if err := s.o.UpstreamReady(ctx); err != nil {
-			out[1] = Check{Name: "upstream", Detail: "not discovered"}
-			s.o.Logger.Warn().Err(err).Msg("readyz: upstream not discovered")
-		}
-	}
-	if s.o.Drain.Draining() {
-		out[2] = Check{Name: "accepting", Detail: "draining"}
-	}
-	return out
-}
-
-// drain starts a drain (idempotent) and answers 202 with the state.
+// drain starts a drain (idempotent) and answers 202 with the state. The process keeps
+// running, not ready and refusing new tasks, until POST /admin/undrain; with ?exit=true it
+// exits at the end of the drain, as on SIGTERM.
 func (s *server) drain(w http.ResponseWriter, r *http.Request) {
-	if s.o.Drain.Start() {
-		s.o.Logger.Warn().Str("remote", r.RemoteAddr).Msg("drain requested on the admin listener: new tasks are refused")
+	exit := r.URL.Query().Get("exit") == "true"
+	started := s.o.Drain.Start()
+	if exit {
+		started = s.o.Drain.Exit() || started
+	}
+	if started {
+		s.o.Logger.Warn().Str("remote", r.RemoteAddr).Bool("exit", exit).Msg("drain requested on the admin listener: new tasks are refused")
 		s.o.Metrics.SetDraining(true)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusAccepted)
-	json.NewEncoder(w).Encode(map[string]any{"draining": true, "inflightRequests": s.o.Inflight.Count()})
+	writeJSON(w, http.StatusAccepted, map[string]any{"draining": true, "exiting": s.o.Drain.IsExiting(),
+		"inflightRequests": s.o.Inflight.Count()})
 }
 
-// Drain is the drain state of one process: once started it never stops (the process
-// exits at the end of a drain).
+// undrain ends a drain that was not started for exit: the replica takes new tasks and
+// turns ready again. A drain on its way to exit (SIGTERM, ?exit=true) cannot be undone:
+// 409.
+func (s *server) undrain(w http.ResponseWriter, r *http.Request) {
+	stopped, err := s.o.Drain.Stop()
+	if err != nil {
+		writeJSON(w, http.StatusConflict, map[string]any{"draining": true, "exiting": true, "error": err.Error()})
+		return
+	}
+	if stopped {
+		s.o.Logger.Warn().Str("remote", r.RemoteAddr).Msg("undrain requested on the admin listener: new tasks are accepted again")
+		s.o.Metrics.SetDraining(false)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"draining": false, "exiting": false})
+}
+
+// reload re-reads the configuration: 200 with the result when applied, 422 when the
+// configuration did not validate (nothing changed).
+func (s *server) reload(w http.ResponseWriter, r *http.Request) {
+	if s.o.Reload == nil {
+		http.NotFound(w, r)
+		return
+	}
+	res, ok := s.o.Reload(r.Context())
+	code := http.StatusOK
+	if !ok {
+		code = http.StatusUnprocessableEntity
+	}
+	writeJSON(w, code, res)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+}
+
+// ErrExiting is Drain.Stop's answer while the process drains to exit.
+var ErrExiting = errors.New("the process is draining to exit (SIGTERM or drain?exit=true); it cannot be undrained")
+
+// Drain is the drain state of one process. A drain refuses new tasks and makes /readyz
+// fail; it ends with Stop (undrain) unless it was made for exit (Exit: SIGTERM), which is
+// final. mu guards exiting; on mirrors the state for the per-request Draining.
 type Drain struct {
-	on   atomic.Bool
-	once sync.Once
-	ch   chan struct{}
+	on      atomic.Bool
+	mu      sync.Mutex
+	exiting bool
+	exitCh  chan struct{} // closed by the first Exit
 }
 
 // NewDrain returns a drain state that is not draining.
-func NewDrain() *Drain { return &Drain{ch: make(chan struct{})} }
+func NewDrain() *Drain { return &Drain{exitCh: make(chan struct{})} }
 
 // Start begins draining; it reports whether this call started it.
-func (d *Drain) Start() bool {
-	started := false
-	d.once.Do(func() {
-		d.on.Store(true)
-		close(d.ch)
-		started = true
-	})
-	return started
+func (d *Drain) Start() bool { return !d.on.Swap(true) }
+
+// Stop ends a drain; it reports whether one was running, and ErrExiting when the drain is
+// for exit.
+func (d *Drain) Stop() (bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.exiting {
+		return false, ErrExiting
+	}
+	return d.on.Swap(false), nil
 }
 
-// Draining reports whether a drain has started. Safe on a nil Drain (false).
+// Exit drains for exit, for good; it reports whether this call made it so.
+func (d *Drain) Exit() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.on.Store(true)
+	if d.exiting {
+		return false
+	}
+	d.exiting = true
+	close(d.exitCh)
+	return true
+}
+
+// Draining reports whether a drain is on. Safe on a nil Drain (false).
 func (d *Drain) Draining() bool { return d != nil && d.on.Load() }
 
-// Started is closed when the drain starts.
-func (d *Drain) Started() <-chan struct{} { return d.ch }
+// IsExiting reports whether the drain is for exit.
+func (d *Drain) IsExiting() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.exiting
+}
+
+// Exiting is closed when a drain for exit starts.
+func (d *Drain) Exiting() <-chan struct{} { return d.exitCh }
 
 // Inflight counts MCP requests being served that a drain must wait for: every POST (a
 // synchronous call, a blocking tasks/result, a task creation). GET streams are excluded:
@@ -225,7 +262,7 @@ func WaitIdle(ctx context.Context, quiet, tick time.Duration, busy func() bool) 
 // on a goroutine the caller waits for.
 func WatchSunset(ctx context.Context, log zerolog.Logger, m *metrics.Metrics, sunset time.Time, warn time.Duration, now func() time.Time) {
 	if sunset.IsZero() {
-		m.SetSunset(sunset, now())
+		m.SetSunset(sunset)
 		return
 	}
 	var lastDay int = 1 << 30
@@ -233,7 +270,7 @@ func WatchSunset(ctx context.Context, log zerolog.Logger, m *metrics.Metrics, su
 	defer tick.Stop()
 	for {
 		t := now()
-		m.SetSunset(sunset, t)
+		m.SetSunset(sunset)
 		days := metrics.DaysUntil(sunset, t)
 		if days != lastDay {
 			lastDay = days

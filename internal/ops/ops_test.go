@@ -6,13 +6,19 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,27 +55,145 @@ func get(t *testing.T, h http.Handler, path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// clock is a settable time for the readiness cache.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)} }
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// readyBody decodes a /readyz answer.
+type readyBody struct {
+	Ready  bool     `json:"ready"`
+	Failed []string `json:"failed"`
+	Checks []Check  `json:"checks"`
+}
+
+func readyz(t *testing.T, h http.Handler) (int, readyBody) {
+	t.Helper()
+	code, body := get(t, h, "/readyz")
+	var b readyBody
+	if err := json.Unmarshal([]byte(body), &b); err != nil {
+		t.Fatalf("/readyz body %q: %v", body, err)
+	}
+	return code, b
+}
+
+func (b readyBody) detail(name string) string {
+	for _, c := range b.Checks {
+		if c.Name == name {
+			if c.OK {
+				return "ok"
+			}
+			return c.Detail
+		}
+	}
+	return "absent"
+}
+
 func TestReadyzStoreGoneSQLite(t *testing.T) {
 	st := openSQLite(t)
-	h := Handler(Options{Store: st, Logger: zerolog.Nop(), UpstreamReady: func(context.Context) error { return nil }})
-	if code, body := get(t, h, "/readyz"); code != 200 || body != "store: ok\nupstream: ok\naccepting: ok\n" {
-		t.Fatalf("/readyz with everything up: %d %q", code, body)
+	clk := newClock()
+	h := Handler(Options{Store: st, Logger: zerolog.Nop(), Now: clk.now, UpstreamCheck: func(context.Context) error { return nil }})
+	if code, b := readyz(t, h); code != 200 || !b.Ready || len(b.Failed) != 0 || b.detail("store") != "ok" || b.detail("upstream") != "ok" || b.detail("accepting") != "ok" {
+		t.Fatalf("/readyz with everything up: %d %+v", code, b)
 	}
 	if code, body := get(t, h, "/healthz"); code != 200 || body != "ok\n" {
 		t.Fatalf("/healthz: %d %q", code, body)
 	}
 	st.Close() // the store is gone
-	code, body := get(t, h, "/readyz")
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, "store: FAIL unreachable") {
-		t.Fatalf("/readyz with the store closed: %d %q", code, body)
+	clk.add(DefaultCheckInterval)
+	code, b := readyz(t, h)
+	if code != http.StatusServiceUnavailable || b.Ready || !slices.Equal(b.Failed, []string{"store"}) || !strings.HasPrefix(b.detail("store"), "not writable: ") {
+		t.Fatalf("/readyz with the store closed: %d %+v", code, b)
 	}
 	if code, _ := get(t, h, "/healthz"); code != 200 {
 		t.Fatalf("/healthz must stay 200 (process up) when the store is gone: %d", code)
 	}
 	// /status says so instead of failing blank.
-	code, body = get(t, h, "/status")
+	code, body := get(t, h, "/status")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "the store did not answer") {
 		t.Fatalf("/status with the store gone: %d", code)
+	}
+}
+
+// TestReadyzStoreReadOnly: a store that answers reads but refuses writes (here a file
+// opened read-only) is not ready: the check is a real write, not a ping.
+func TestReadyzStoreReadOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tb.db")
+	rw, err := sqlite.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw.Close()
+	ro, err := sqlite.OpenMode(context.Background(), path, sqlite.ReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if err := ro.Ping(context.Background()); err != nil {
+		t.Fatalf("the read-only store answers a ping: %v", err)
+	}
+	h := Handler(Options{Store: ro, Logger: zerolog.Nop()})
+	code, b := readyz(t, h)
+	if code != 503 || b.detail("store") != "not writable: attempt to write a readonly database (8)" {
+		t.Fatalf("/readyz on a read-only store: %d %+v", code, b)
+	}
+}
+
+// TestReadyzLiveUpstreamBoundedCost: the upstream is asked again once the last answer is
+// older than the interval, never more often, whatever the scrape rate; a failure shows
+// at once on the next check, and so does the recovery.
+func TestReadyzLiveUpstreamBoundedCost(t *testing.T) {
+	clk := newClock()
+	var calls atomic.Int64
+	var down atomic.Bool
+	h := Handler(Options{Store: openSQLite(t), Logger: zerolog.Nop(), Now: clk.now, UpstreamCheck: func(context.Context) error {
+		calls.Add(1)
+		if down.Load() {
+			return &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+		}
+		return nil
+	}})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	scrape := func(n int) {
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				resp, err := http.Get(srv.URL + "/readyz")
+				if err == nil {
+					resp.Body.Close()
+				}
+			})
+		}
+		wg.Wait()
+	}
+	scrape(50)
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("50 scrapes within one interval made %d upstream checks, want 1", n)
+	}
+	down.Store(true)
+	if code, _ := readyz(t, h); code != 200 {
+		t.Fatalf("within the interval the last answer stands: %d", code)
+	}
+	clk.add(DefaultCheckInterval)
+	code, b := readyz(t, h)
+	if code != 503 || !slices.Equal(b.Failed, []string{"upstream"}) || b.detail("upstream") != "unreachable: connection refused" {
+		t.Fatalf("/readyz after the upstream died: %d %+v", code, b)
+	}
+	if calls.Load() != 2 {
+		t.Errorf("%d upstream checks, want 2", calls.Load())
+	}
+	down.Store(false)
+	clk.add(DefaultCheckInterval)
+	if code, b := readyz(t, h); code != 200 || !b.Ready {
+		t.Fatalf("/readyz after the upstream came back: %d %+v", code, b)
 	}
 }
 
@@ -102,63 +226,113 @@ func TestReadyzStoreGonePostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	h := Handler(Options{Store: st, Logger: zerolog.Nop()})
+	clk := newClock()
+	h := Handler(Options{Store: st, Logger: zerolog.Nop(), Now: clk.now})
 	if code, body := get(t, h, "/readyz"); code != 200 {
 		t.Fatalf("/readyz on a live PostgreSQL store: %d %q", code, body)
 	}
+	clk.add(DefaultCheckInterval)
 	if _, err := admin.Exec(ctx, "DROP DATABASE "+db+" WITH (FORCE)"); err != nil {
 		t.Fatal(err)
 	}
-	code, body := get(t, h, "/readyz")
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, "store: FAIL") {
-		t.Fatalf("/readyz after the database was dropped: %d %q", code, body)
+	code, rb := readyz(t, h)
+	if code != http.StatusServiceUnavailable || !strings.HasPrefix(rb.detail("store"), "not writable: ") {
+		t.Fatalf("/readyz after the database was dropped: %d %+v", code, rb)
 	}
 }
 
-func TestReadyzUpstreamAndDrain(t *testing.T) {
-	st := openSQLite(t)
-	upErr := errors.New("connection refused")
+// TestDrainUndrain: POST /admin/drain refuses new tasks and fails /readyz without ending
+// the process; POST /admin/undrain puts the replica back. A drain for exit (SIGTERM,
+// ?exit=true) cannot be undone.
+func TestDrainUndrain(t *testing.T) {
 	d := NewDrain()
 	m := metrics.New("test")
-	h := Handler(Options{Store: st, Logger: zerolog.Nop(), Metrics: m, Drain: d, Inflight: &Inflight{},
-		UpstreamReady: func(context.Context) error { return upErr }})
-	code, body := get(t, h, "/readyz")
-	if code != 503 || !strings.Contains(body, "upstream: FAIL not discovered") || strings.Contains(body, "refused") {
-		t.Fatalf("/readyz without upstream: %d %q", code, body)
-	}
-	upErr = nil
-	if code, _ := get(t, h, "/readyz"); code != 200 {
-		t.Fatalf("/readyz once discovered: %d", code)
-	}
-
+	h := Handler(Options{Store: openSQLite(t), Logger: zerolog.Nop(), Metrics: m, Drain: d, Inflight: &Inflight{}})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
+	post := func(path string) (int, map[string]any) {
+		t.Helper()
+		resp, err := http.Post(srv.URL+path, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var got map[string]any
+		json.NewDecoder(resp.Body).Decode(&got)
+		return resp.StatusCode, got
+	}
 	if resp, _ := http.Get(srv.URL + "/admin/drain"); resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Fatalf("GET /admin/drain: %d, want 405", resp.StatusCode)
 	}
-	resp, err := http.Post(srv.URL+"/admin/drain", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got map[string]any
-	json.NewDecoder(resp.Body).Decode(&got)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted || got["draining"] != true || !d.Draining() {
-		t.Fatalf("POST /admin/drain: %d %v, draining %v", resp.StatusCode, got, d.Draining())
+	code, got := post("/admin/drain")
+	if code != http.StatusAccepted || got["draining"] != true || got["exiting"] != false || !d.Draining() {
+		t.Fatalf("POST /admin/drain: %d %v, draining %v", code, got, d.Draining())
 	}
 	select {
-	case <-d.Started():
+	case <-d.Exiting():
+		t.Fatal("a plain drain asked the process to exit")
 	default:
-		t.Fatal("Started() not closed after the drain began")
 	}
-	if code, body := get(t, h, "/readyz"); code != 503 || !strings.Contains(body, "accepting: FAIL draining") {
-		t.Fatalf("/readyz while draining: %d %q", code, body)
+	if code, b := readyz(t, h); code != 503 || b.detail("accepting") != "draining" {
+		t.Fatalf("/readyz while draining: %d %+v", code, b)
 	}
 	if v := m.Values("draining")[""]; v != 1 {
 		t.Errorf("taskbridge_draining = %v, want 1", v)
 	}
 	if _, body := get(t, h, "/status"); !strings.Contains(body, "Draining:") {
 		t.Error("/status does not show the drain")
+	}
+
+	code, got = post("/admin/undrain")
+	if code != 200 || got["draining"] != false || d.Draining() {
+		t.Fatalf("POST /admin/undrain: %d %v, draining %v", code, got, d.Draining())
+	}
+	if code, b := readyz(t, h); code != 200 || b.detail("accepting") != "ok" {
+		t.Fatalf("/readyz after undrain: %d %+v", code, b)
+	}
+	if v := m.Values("draining")[""]; v != 0 {
+		t.Errorf("taskbridge_draining after undrain = %v, want 0", v)
+	}
+
+	code, got = post("/admin/drain?exit=true")
+	if code != http.StatusAccepted || got["exiting"] != true {
+		t.Fatalf("POST /admin/drain?exit=true: %d %v", code, got)
+	}
+	select {
+	case <-d.Exiting():
+	default:
+		t.Fatal("drain?exit=true did not ask the process to exit")
+	}
+	if code, got = post("/admin/undrain"); code != http.StatusConflict || !d.Draining() {
+		t.Fatalf("undrain during a drain for exit: %d %v, draining %v", code, got, d.Draining())
+	}
+}
+
+// TestReloadEndpoint: POST /admin/reload answers the reload's result, 422 when it was
+// refused; without a reloader it does not exist.
+func TestReloadEndpoint(t *testing.T) {
+	ok := true
+	h := Handler(Options{Logger: zerolog.Nop(), Reload: func(context.Context) (any, bool) {
+		return map[string]any{"ok": ok}, ok
+	}})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for _, want := range []int{200, 422} {
+		resp, err := http.Post(srv.URL+"/admin/reload", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || !strings.Contains(string(b), fmt.Sprintf(`"ok":%v`, ok)) {
+			t.Errorf("POST /admin/reload: %d %s, want %d", resp.StatusCode, b, want)
+		}
+		ok = false
+	}
+	srv2 := httptest.NewServer(Handler(Options{Logger: zerolog.Nop()}))
+	defer srv2.Close()
+	if resp, _ := http.Post(srv2.URL+"/admin/reload", "", nil); resp.StatusCode != 404 {
+		t.Errorf("POST /admin/reload without a reloader: %d, want 404", resp.StatusCode)
 	}
 }
 

@@ -29,6 +29,29 @@ type Report struct {
 	// Days is the window day by day (whole UTC days, the oldest first, today last): the
 	// /status chart.
 	Days []DayRow `json:"days"`
+
+	// Evidence says what the report can be trusted for: EvidenceLegacyTraffic (legacy
+	// clients in the window), EvidenceNoTrafficInWindow (the store has records, none of a
+	// legacy session in the window: nothing depends on the bridge), or EvidenceNoData (the
+	// store holds no session and no task at all: a new or wrong store, which proves
+	// nothing).
+	Evidence string `json:"evidence"`
+	// Stored is what the store holds in all, whatever the window.
+	Stored StoredSummary `json:"stored"`
+}
+
+// The values of Report.Evidence.
+const (
+	EvidenceLegacyTraffic     = "legacy_traffic"
+	EvidenceNoTrafficInWindow = "no_legacy_traffic_in_window"
+	EvidenceNoData            = "no_data"
+)
+
+// StoredSummary counts every record in the store.
+type StoredSummary struct {
+	Sessions        int       `json:"sessions"`
+	Tasks           int       `json:"tasks"`
+	LastSessionSeen time.Time `json:"lastSessionSeen,omitzero"`
 }
 
 // DayRow is one UTC day of the report window.
@@ -119,6 +142,19 @@ func BuildReport(ctx context.Context, st store.Store, now time.Time, window time
 		return nil, fmt.Errorf("report: %w", err)
 	}
 	r.Days = dayRows(firstDay, today, spans, byDay)
+	sum, err := st.Summary(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	r.Stored = StoredSummary{Sessions: sum.Sessions, Tasks: sum.Tasks, LastSessionSeen: sum.LastSessionSeen}
+	switch {
+	case len(r.Clients) > 0:
+		r.Evidence = EvidenceLegacyTraffic
+	case sum.Sessions == 0 && sum.Tasks == 0:
+		r.Evidence = EvidenceNoData
+	default:
+		r.Evidence = EvidenceNoTrafficInWindow
+	}
 	return r, nil
 }
 

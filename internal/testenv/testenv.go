@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -70,4 +71,27 @@ func Node(t testing.TB) string {
 		Missing(t, "node is not installed")
 	}
 	return p
+}
+
+// Promtool returns the path of promtool (Debian package prometheus; scripts/test.sh
+// installs it under CI=true).
+func Promtool(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("promtool")
+	if err != nil {
+		Missing(t, "promtool is not installed (Debian package prometheus)")
+	}
+	return p
+}
+
+// PromtoolCheck runs "promtool check metrics" on an exposition and fails t with
+// promtool's complaints, if any.
+func PromtoolCheck(t testing.TB, exposition string) {
+	t.Helper()
+	cmd := exec.Command(Promtool(t), "check", "metrics")
+	cmd.Stdin = strings.NewReader(exposition)
+	out, err := cmd.CombinedOutput()
+	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
 }

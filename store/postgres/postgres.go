@@ -61,6 +61,25 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	return newStore(pool), nil
 }
 
+// OpenExisting is Open for a schema that must already hold the taskbridge tables (an
+// operator command that writes, tasks reconcile): an empty schema is an error wrapping
+// store.ErrNoStore instead of a new store; an older schema is migrated forward.
+func OpenExisting(ctx context.Context, dsn string) (*Store, error) {
+	pool, err := connect(ctx, dsn, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := requireSchema(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	return newStore(pool), nil
+}
+
 // OpenReadOnly connects for the operator commands that only read (report, tasks list,
 // tasks show): no DDL, no write, so a role with only USAGE on the schema and SELECT on its
 // tables will do. Every transaction is read-only (default_transaction_read_only), so a

@@ -61,3 +61,22 @@ func TestOpenReadOnlyEmptySchema(t *testing.T) {
 		t.Errorf("the empty schema has %d tables after OpenReadOnly, want 0", n)
 	}
 }
+
+// TestOpenExistingRefusesEmptySchema: the write-but-never-create open does not build a
+// store in an empty schema; on a migrated one it writes.
+func TestOpenExistingRefusesEmptySchema(t *testing.T) {
+	ctx := context.Background()
+	dsn := testDSN(t)
+	if _, err := OpenExisting(ctx, dsn); !errors.Is(err, store.ErrNoStore) {
+		t.Fatalf("OpenExisting of an empty schema: %v, want ErrNoStore", err)
+	}
+	openT(t, dsn).Close()
+	s, err := OpenExisting(ctx, dsn)
+	if err != nil {
+		t.Fatalf("OpenExisting of a migrated schema: %v", err)
+	}
+	defer s.Close()
+	if err := s.CheckWritable(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
