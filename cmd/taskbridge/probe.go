@@ -62,7 +62,7 @@ func cmdProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	deny := fs.String("host-deny", "", "comma-separated tools never run as bridge-hosted tasks")
 	noHosting := fs.Bool("no-hosting", false, "refuse every bridge-hosted task")
 	var headers headerFlag
-	fs.Var(&headers, "header", "`NAME: VALUE` sent with every request to the upstream, e.g. 'Authorization: Bearer …' (repeatable)")
+	fs.Var(&headers, "header", "a header `'NAME: VALUE'` sent with every request to the upstream, e.g. 'Authorization: Bearer …' (repeatable)")
 	pos, err := parseArgs(fs, c, args, stdout)
 	if err != nil {
 		return err

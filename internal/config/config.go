@@ -216,7 +216,7 @@ func Register(fs *flag.FlagSet) *Loader { return RegisterKeys(fs) }
 // environment.
 func RegisterKeys(fs *flag.FlagSet, keys ...string) *Loader {
 	l := &Loader{fs: fs, flags: map[string]*string{}}
-	l.cfgPath = fs.String("config", "", "YAML configuration file (also "+EnvPrefix+"CONFIG)")
+	l.cfgPath = fs.String("config", "", "YAML configuration `FILE` (also "+EnvPrefix+"CONFIG)")
 	def := Default()
 	for _, f := range fields() {
 		if len(keys) > 0 && !slices.Contains(keys, f.key) {

@@ -146,14 +146,15 @@ func Help(key string) string {
 	return f.help
 }
 
-// DefaultString returns key's default as a flag would take it, "" when empty.
+// DefaultString returns key's default as a flag would take it; "" when empty, false or 0
+// (the help text says what 0 means).
 func DefaultString(key string) string {
 	f, ok := fieldOf(key)
 	if !ok {
 		return ""
 	}
 	s := display(reflect.ValueOf(Default()).Elem().Field(f.index), f)
-	if s == "false" && ValueType(key) == "BOOL" {
+	if (s == "false" && ValueType(key) == "BOOL") || s == "0" {
 		return ""
 	}
 	return s
