@@ -6,7 +6,6 @@
 package interop
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -39,19 +38,15 @@ func serveBinary(t *testing.T, upstream string, extra ...string) string {
 		t.Fatal(err)
 	}
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--upstream", upstream,
-		"--store", "sqlite:" + filepath.Join(dir, "tasks.db"), "--poll-floor-ms", "100", "--log-level", "debug"}, extra...)
+		"--store", "sqlite:" + filepath.Join(dir, "tasks.db"), "--poll-floor-ms", "100", "--log-level", "debug", "--log-format", "json"}, extra...)
 	cmd := exec.Command(bin, args...)
-	cmd.Stderr = logf
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	stderr, banner := testenv.WatchServeLog(logf)
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start taskbridge serve: %v", err)
 	}
-	logf.Close()
 	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
+	go func() { cmd.Wait(); logf.Close(); close(exited) }()
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -65,28 +60,14 @@ func serveBinary(t *testing.T, upstream string, extra ...string) string {
 			t.Logf("taskbridge serve log:\n%s", tail(string(b), 60))
 		}
 	})
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		if sc.Scan() {
-			lines <- sc.Text()
-		}
-		io.Copy(io.Discard, stdout)
-	}()
 	select {
-	case l := <-lines:
-		f := strings.Fields(l) // "taskbridge listening on http://ADDR/mcp (…"
-		for _, w := range f {
-			if strings.HasPrefix(w, "http://") {
-				return w
-			}
-		}
-		t.Fatalf("unexpected first line %q", l)
+	case b := <-banner:
+		return b.MCP
 	case <-exited:
 		b, _ := os.ReadFile(logPath)
 		t.Fatalf("taskbridge serve exited at start:\n%s", b)
 	case <-time.After(60 * time.Second):
-		t.Fatal("taskbridge serve printed nothing within 60 s")
+		t.Fatal("taskbridge serve logged no listening event within 60 s")
 	}
 	return ""
 }

@@ -6,7 +6,6 @@
 package interop
 
 import (
-	"bufio"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -15,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -38,39 +36,26 @@ func serveReplica(t *testing.T, bin, upstream, dsn, name string) string {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--upstream", upstream,
-		"--store", dsn, "--poll-floor-ms", "100", "--heartbeat", "1s", "--log-level", "debug")
-	cmd.Stderr = logf
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+		"--store", dsn, "--poll-floor-ms", "100", "--heartbeat", "1s", "--log-level", "debug", "--log-format", "json")
+	stderr, banner := testenv.WatchServeLog(logf)
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
-	logf.Close()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()
+		logf.Close()
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)
 			t.Logf("%s stderr:\n%s", name, b)
 		}
 	})
-	line := make(chan string, 1)
-	go func() {
-		s, _ := bufio.NewReader(stdout).ReadString('\n')
-		line <- s
-	}()
 	select {
-	case s := <-line:
-		const prefix = "taskbridge listening on "
-		if !strings.HasPrefix(s, prefix) {
-			t.Fatalf("%s: first stdout line %q, want %q…", name, s, prefix)
-		}
-		u, _, _ := strings.Cut(strings.TrimPrefix(s, prefix), " ")
-		return u
+	case b := <-banner:
+		return b.MCP
 	case <-time.After(30 * time.Second):
-		t.Fatalf("%s: no listening line after 30 s", name)
+		t.Fatalf("%s: no listening event in its log after 30 s", name)
 	}
 	return ""
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/taskbridge/taskbridge/internal/config"
+	"github.com/taskbridge/taskbridge/internal/fixture"
 )
 
 // parseServe parses args exactly as serve does and loads the configuration.
@@ -180,5 +183,72 @@ func TestTermSafe(t *testing.T) {
 		if got := termSafe(in); got != want {
 			t.Errorf("termSafe(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestConfigCheckRouteWarnings: config check names every setting given that has no
+// effect on the route the upstream takes: conditionally without --connect, exactly with
+// it (a 2025-11-25 upstream: warnings; a 2026-07-28 one: none). --connect opens the store
+// read-only and fails, naming it, when there is none.
+func TestConfigCheckRouteWarnings(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "tb.db")
+	fx := fixture.New(fixture.Options{Name: "check-modern"})
+	modern := httptest.NewServer(fx)
+	t.Cleanup(func() { modern.Close(); fx.Close() })
+	legacyUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "Bad Request: No valid session ID provided", http.StatusBadRequest) // a 2025-11-25 server's answer to discover
+	}))
+	t.Cleanup(legacyUp.Close)
+	file := func(upstream string) string {
+		p := filepath.Join(dir, "tb.yaml")
+		os.WriteFile(p, []byte("upstream: "+upstream+"\nstore: sqlite:"+db+"\nrequest_rate: 5\nhost_allow: [search]\nsunset: 2027-07-28\n"), 0o600)
+		return p
+	}
+	check := func(args ...string) (string, string, error) {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), append([]string{"config", "check"}, args...), &out, &errb)
+		return out.String(), errb.String(), err
+	}
+
+	p := file(modern.URL + "/mcp")
+	_, stderr, err := check(p)
+	if err != nil {
+		t.Fatalf("config check: %v", err)
+	}
+	for _, want := range []string{
+		p + ":3: request_rate has no effect if the upstream speaks MCP 2025-11-25",
+		p + ":4: host_allow has no effect if the upstream speaks MCP 2025-11-25",
+		p + ":5: sunset has no effect if the upstream speaks MCP 2025-11-25",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("config check stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "max_concurrent_tasks") {
+		t.Errorf("config check warns about a setting left at its default:\n%s", stderr)
+	}
+
+	if _, _, err := check(p, "--connect"); err == nil || !strings.Contains(err.Error(), "no taskbridge store at sqlite:"+db) {
+		t.Fatalf("config check --connect without a store: %v", err)
+	}
+	if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("config check --connect created the store")
+	}
+	st, err := openStore(context.Background(), "sqlite:"+db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	out, stderr, err := check(p, "--connect")
+	if err != nil || strings.Contains(stderr, "has no effect") || !strings.Contains(out, "# upstream: speaks MCP 2026-07-28") ||
+		!strings.Contains(out, "# store sqlite:"+db+": ok, read-only") {
+		t.Errorf("config check --connect, modern upstream (%v):\nstdout %s\nstderr %s", err, out, stderr)
+	}
+	p = file(legacyUp.URL + "/mcp")
+	out, stderr, err = check(p, "--connect")
+	if err != nil || !strings.Contains(out, "# upstream: speaks MCP 2025-11-25") ||
+		!strings.Contains(stderr, p+":3: request_rate has no effect in front of this MCP 2025-11-25 upstream") {
+		t.Errorf("config check --connect, legacy upstream (%v):\nstdout %s\nstderr %s", err, out, stderr)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -294,6 +295,41 @@ func TestOperateScriptedRun(t *testing.T) {
 		}
 	})
 
+	t.Run("log samples in docs/operations.md match", func(t *testing.T) {
+		samples := docLogSamples(t)
+		real := map[string]string{}
+		for _, l := range strings.Split(s.log.String(), "\n") {
+			msg := gjson.Get(l, "message").Str
+			if _, done := real[msg]; done {
+				continue
+			}
+			if msg == "taskbridge listening" || (msg == "request" && gjson.Get(l, "method").Str == "tools/call" &&
+				gjson.Get(l, "route").Str == "translate" && gjson.Get(l, "task").Exists()) {
+				real[msg] = l
+			}
+		}
+		for _, msg := range []string{"taskbridge listening", "request"} {
+			doc, line := samples[msg], real[msg]
+			if doc == "" || line == "" {
+				t.Fatalf("%q: sample in the docs %q, line in the log %q", msg, doc, line)
+			}
+			if got, want := shape(line), shape(doc); got != want {
+				t.Errorf("%q: the code writes\n  %s\nthe docs show\n  %s", msg, got, want)
+			}
+			for _, l := range []string{doc, line} {
+				if ts := gjson.Get(l, "time").Str; !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`).MatchString(ts) {
+					t.Errorf("time %q in %s: want RFC 3339 UTC with milliseconds", ts, l)
+				}
+			}
+		}
+		if d := gjson.Get(real["request"], "duration_ms"); d.Type != gjson.Number || d.Float() <= 0 {
+			t.Errorf("duration_ms in %s: want a positive number of milliseconds", real["request"])
+		}
+		if strings.Contains(real["request"], `"latency"`) {
+			t.Error("the request line still carries a unitless latency")
+		}
+	})
+
 	t.Run("promtool check metrics", func(t *testing.T) {
 		_, body := get(t, s.admin+"/metrics")
 		testenv.PromtoolCheck(t, body)
@@ -361,6 +397,40 @@ func TestOperateScriptedRun(t *testing.T) {
 			t.Errorf("tasks show --json %s: %s", done, out)
 		}
 	})
+}
+
+// docLogSamples returns the one-line JSON samples of the Logs section of
+// docs/operations.md, by message.
+func docLogSamples(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	start := strings.Index(doc, "\n## Logs\n")
+	end := strings.Index(doc[start+1:], "\n## ")
+	if start < 0 || end < 0 {
+		t.Fatal("docs/operations.md has no Logs section")
+	}
+	out := map[string]string{}
+	for _, l := range strings.Split(doc[start:start+1+end], "\n") {
+		if strings.HasPrefix(l, "{") && gjson.Valid(l) {
+			out[gjson.Get(l, "message").Str] = l
+		}
+	}
+	return out
+}
+
+// shape is a JSON line's keys in order with their value types: what a log line sample must
+// share with the real line.
+func shape(line string) string {
+	var parts []string
+	gjson.Parse(line).ForEach(func(k, v gjson.Result) bool {
+		parts = append(parts, k.Str+":"+v.Type.String())
+		return true
+	})
+	return strings.Join(parts, " ")
 }
 
 // runChromium runs headless Chromium with the project's flags and a fresh profile, and

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,16 +166,67 @@ func TestProbeNotMCP(t *testing.T) {
 	}
 }
 
+// TestProbeHumanReport: the default table is compact (decisions without reasons, well
+// under 120 columns); --wide has every column and the reasons.
 func TestProbeHumanReport(t *testing.T) {
 	url := fixtureURL(t, fixture.Options{Name: "probe-fixture", NoTasksExtension: true})
 	var stdout bytes.Buffer
-	if err := run(context.Background(), []string{"probe", url, "--host-deny", "slow_compute"}, &stdout, &bytes.Buffer{}); err != nil {
+	if err := run(context.Background(), []string{"probe", url, "--host-deny", "slow_compute", "--wide"}, &stdout, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	out := stdout.String()
-	for _, s := range []string{"era             2026-07-28", "tasks           false", "slow_compute", "refuse (-32005 upstream-no-tasks-host-denied)", "host (host-readonly-hint)"} {
+	for _, s := range []string{"era             2026-07-28", "tasks           false", "slow_compute", "refuse (-32005 upstream-no-tasks-host-denied)", "host (host-readonly-hint)", "HINTS"} {
 		if !strings.Contains(out, s) {
-			t.Errorf("report lacks %q:\n%s", s, out)
+			t.Errorf("--wide report lacks %q:\n%s", s, out)
 		}
+	}
+	stdout.Reset()
+	if err := run(context.Background(), []string{"probe", url, "--host-deny", "slow_compute"}, &stdout, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	out = stdout.String()
+	for _, s := range []string{"TOOL", "2025-11-25 TASK", "refuse (-32005)", "--wide adds"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("compact report lacks %q:\n%s", s, out)
+		}
+	}
+	widest := 0
+	for _, l := range strings.Split(out, "\n") {
+		widest = max(widest, len(l))
+	}
+	if widest > 120 || strings.Contains(out, "host-readonly-hint") {
+		t.Errorf("compact report is %d columns wide (or carries reasons):\n%s", widest, out)
+	}
+}
+
+// TestProbeHeaders: --header (repeatable) reaches the upstream on every request of the
+// probe, so an upstream behind auth can be probed; a malformed header is refused.
+func TestProbeHeaders(t *testing.T) {
+	fx := fixture.New(fixture.Options{Name: "probe-auth"})
+	t.Cleanup(fx.Close)
+	var unauthorized atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer sesame" || r.Header.Get("X-Tenant") != "acme" {
+			unauthorized.Add(1)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		fx.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	url := srv.URL + "/mcp"
+	if _, err := probeJSON(t, url); err == nil {
+		t.Fatal("probe without the credential succeeded")
+	}
+	unauthorized.Store(0)
+	out, err := probeJSON(t, url, "--header", "Authorization: Bearer sesame", "--header", "X-Tenant:acme")
+	if err != nil || gjson.Get(out, "manifest.era").Str != "2026-07-28" || gjson.Get(out, "manifest.tools.#").Int() == 0 {
+		t.Fatalf("probe with --header: %v\n%s", err, out)
+	}
+	if n := unauthorized.Load(); n != 0 {
+		t.Errorf("%d probe requests went without the headers", n)
+	}
+	if _, err := probeJSON(t, url, "--header", "no colon here"); err == nil || !strings.Contains(err.Error(), "want 'NAME: VALUE'") {
+		t.Errorf("a malformed --header: %v", err)
 	}
 }

@@ -38,8 +38,9 @@ func openStore(ctx context.Context, spec string) (store.Store, error) {
 func openStoreAs(ctx context.Context, spec string, a storeAccess) (store.Store, error) {
 	st, err := openSpec(ctx, spec, a)
 	if errors.Is(err, store.ErrNoStore) {
-		return nil, fmt.Errorf("no taskbridge store at %s: %w\n(point --store, TASKBRIDGE_STORE or --config at the store the bridge writes; "+
-			"taskbridge serve creates it on its first start; this command never creates one)", config.MaskDSN(spec), err)
+		why := strings.TrimPrefix(err.Error(), store.ErrNoStore.Error()+": ")
+		return nil, fmt.Errorf("no taskbridge store at %s: %s\n(point --store, TASKBRIDGE_STORE or --config at the store the bridge writes; "+
+			"taskbridge serve creates it on its first start; this command never creates one)", config.MaskDSN(spec), why)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", config.MaskDSN(spec), err)

@@ -95,8 +95,34 @@ type bridgeProc struct {
 	cmd *exec.Cmd
 }
 
+// startBridge runs "taskbridge serve" and takes its URL from the start-up event, the JSON
+// log line with message "taskbridge listening" on stderr (serve prints nothing on stdout);
+// the rest of its log passes to our stderr.
 func startBridge(ctx context.Context, bin, upstream, storeSpec string, extra ...string) (*bridgeProc, error) {
-	return startChild(ctx, bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--upstream", upstream, "--store", storeSpec, "--log-level", "error"}, extra...))
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--upstream", upstream, "--store", storeSpec,
+		"--log-level", "error", "--log-format", "json"}, extra...)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	r := bufio.NewReader(errPipe)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return nil, fmt.Errorf("bridge did not start: %v", err)
+		}
+		if gjson.Get(line, "message").Str == "taskbridge listening" {
+			go io.Copy(os.Stderr, r)
+			return &bridgeProc{url: gjson.Get(line, "mcp").Str, cmd: cmd}, nil
+		}
+		os.Stderr.WriteString(line)
+	}
 }
 
 // startChild runs a command whose first stdout line names its http://…/mcp URL.

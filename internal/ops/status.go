@@ -240,7 +240,8 @@ var statusTmpl = template.Must(template.New("status").Funcs(funcs).Parse(`<!doct
   </tr>{{end}}
   </tbody>
 </table>
-{{else}}<p id="clients">No legacy client was seen in this window. If that stays so, the bridge can be retired (docs/operations.md).</p>{{end}}
+{{else if eq .Report.Evidence "no_data"}}<p id="clients" class="banner warn"><strong>No data:</strong> this store holds no session and no task at all: a new store, or not the one the bridge writes. This is no evidence that nothing depends on the bridge.</p>
+{{else}}<p id="clients">No legacy client was seen in this window ({{.Report.Stored.Sessions}} sessions and {{.Report.Stored.Tasks}} tasks in the store). If that stays so, the bridge can be retired (docs/operations.md).</p>{{end}}
 
 <h2>Route decisions <span class="muted">(this replica, since it started)</span></h2>
 <table id="decisions" style="max-width:520px">

@@ -111,7 +111,7 @@ func (r *Reloader) owner(key string) *Applier {
 }
 
 // Reload re-reads the configuration and applies it (see the package comment). The result
-// is also logged: info when applied, error when refused.
+// is also logged: at info, whatever the log level, when applied; at error when refused.
 func (r *Reloader) Reload(_ context.Context, source string) Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -175,7 +175,8 @@ func (r *Reloader) logResult(res Result) {
 		r.log.Error().Str("source", res.Source).Str("reason", res.Error).Msg("configuration reload refused")
 		return
 	}
-	ev := r.log.Info().Str("source", res.Source).Strs("changed", strs(res.Changed)).Strs("applied", res.Applied)
+	// Written whatever the level (the reload may just have raised it), labelled info.
+	ev := r.log.Log().Str("level", "info").Str("source", res.Source).Strs("changed", strs(res.Changed)).Strs("applied", res.Applied)
 	if len(res.NeedsRestart) > 0 {
 		ev = ev.Strs("needsRestart", strs(res.NeedsRestart))
 	}
