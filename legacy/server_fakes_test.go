@@ -151,6 +151,8 @@ func (m *memStore) SummarizeClientDays(context.Context, time.Time) ([]store.Clie
 func (m *memStore) CountTasksSince(context.Context, time.Time) (int, error) { return 0, errUnused }
 func (m *memStore) PurgeSessions(context.Context, time.Time) (int, error)   { return 0, errUnused }
 func (m *memStore) PutInputs(context.Context, []store.Input) error          { return errUnused }
+func (m *memStore) Summary(context.Context) (store.Summary, error)          { return store.Summary{}, errUnused }
+func (m *memStore) CheckWritable(context.Context) error                     { return nil }
 func (m *memStore) ListInputs(context.Context, string) ([]store.Input, error) {
 	return nil, errUnused
 }

@@ -172,13 +172,13 @@ func TestMisspelledEnvWarns(t *testing.T) {
 // from peers are shown escaped; ordinary text (any script) is untouched.
 func TestTermSafe(t *testing.T) {
 	for in, want := range map[string]string{
-		"acme-ide":                   "acme-ide",
-		"Ünïcødé 名前":                 "Ünïcødé 名前",
+		"acme-ide":                    "acme-ide",
+		"Ünïcødé 名前":                  "Ünïcødé 名前",
 		"evil\x1b[2J\x1b]0;pwned\x07": `evil\x1b[2J\x1b]0;pwned\x07`,
-		"line\r\nbreak":              `line\x0d\x0abreak`,
-		"rtl\u202egnp.exe":           `rtl\u202egnp.exe`,
-		"bad\xffutf8":                `bad\xffutf8`,
-		"c1\u009bcontrol":            `c1\u009bcontrol`,
+		"line\r\nbreak":               `line\x0d\x0abreak`,
+		"rtl\u202egnp.exe":            `rtl\u202egnp.exe`,
+		"bad\xffutf8":                 `bad\xffutf8`,
+		"c1\u009bcontrol":             `c1\u009bcontrol`,
 	} {
 		if got := termSafe(in); got != want {
 			t.Errorf("termSafe(%q) = %q, want %q", in, got, want)
