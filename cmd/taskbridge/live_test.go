@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/fixture"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/testenv"
 )
 
 // logLines returns the JSON log lines of s with the given message.
@@ -222,5 +224,55 @@ func TestOutageWarningsRateLimited(t *testing.T) {
 	}
 	if repeated < 10 {
 		t.Errorf("repeats counted = %d, want the suppressed polls counted (at least 10)", repeated)
+	}
+}
+
+// TestNoAdminListener: without an admin listener the MCP listener serves /healthz and
+// /readyz but not /metrics (its labels name clients), unless public_metrics says so;
+// /status and the /admin endpoints never exist there.
+func TestNoAdminListener(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildTaskbridge(t, t.TempDir())
+	fx := fixture.New(fixture.Options{Name: "noadmin-upstream"})
+	up := httptest.NewServer(fx)
+	t.Cleanup(func() { up.Close(); fx.Close() })
+	for _, public := range []bool{false, true} {
+		args := []string{"serve", "--listen", "127.0.0.1:0", "--upstream", up.URL + "/mcp", "--log-format", "json",
+			"--store", "sqlite:" + filepath.Join(t.TempDir(), "tb.db"), fmt.Sprintf("--public-metrics=%v", public)}
+		cmd := exec.Command(bin, args...)
+		log := &syncBuffer{}
+		stderr, banner := testenv.WatchServeLog(log)
+		cmd.Stderr = stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var base string
+		select {
+		case b := <-banner:
+			base = strings.TrimSuffix(b.MCP, "/mcp")
+			if b.Admin != "" {
+				t.Errorf("start-up event names an admin listener %q without --admin", b.Admin)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no start-up event:\n%s", log.String())
+		}
+		want := map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": 404, "/status": 404}
+		if public {
+			want["/metrics"] = 200
+		}
+		for path, code := range want {
+			if got, _ := get(t, base+path); got != code {
+				t.Errorf("public_metrics=%v: GET %s = %d, want %d", public, path, got, code)
+			}
+		}
+		for _, path := range []string{"/admin/drain", "/admin/undrain", "/admin/reload"} {
+			if got, _ := postJSON(t, base+path); got != http.StatusNotFound {
+				t.Errorf("POST %s on the MCP listener = %d, want 404", path, got)
+			}
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
 	}
 }
