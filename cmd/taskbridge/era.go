@@ -21,7 +21,6 @@ import (
 type mcpBridge interface {
 	bridge.Engine
 	ActiveTasks() int
-	UpstreamReady(context.Context) error
 	CheckUpstream(context.Context) error
 	Close(context.Context) error
 }
