@@ -51,10 +51,11 @@ func parseArgs(fs *flag.FlagSet, c command, args []string, stdout io.Writer) ([]
 		if fs.NArg() == 0 {
 			break
 		}
-		if rest = fs.Args(); rest[0] == "--" {
-			pos = append(pos, rest[1:]...)
+		if used := len(rest) - fs.NArg(); used > 0 && rest[used-1] == "--" {
+			pos = append(pos, fs.Args()...) // everything after "--" is an argument
 			break
 		}
+		rest = fs.Args()
 		pos, rest = append(pos, rest[0]), rest[1:]
 	}
 	if c.maxArgs >= 0 && len(pos) > c.maxArgs {

@@ -58,6 +58,18 @@ func TestBoolFlagForms(t *testing.T) {
 	}
 }
 
+// TestPositionalsAndFlagsInterleave: flags may follow arguments; after "--" everything is
+// an argument, even what looks like a flag.
+func TestPositionalsAndFlagsInterleave(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	asJSON := fs.Bool("json", false, "")
+	pos, err := parseArgs(fs, command{name: "x", maxArgs: -1}, []string{"a", "--json", "false", "b", "--", "-c", "--json"}, io.Discard)
+	if err != nil || *asJSON || strings.Join(pos, " ") != "a b -c --json" {
+		t.Errorf("parseArgs: %v %q json=%v", err, pos, *asJSON)
+	}
+}
+
 // TestStrayArgumentsAreErrors: an argument a command does not take is an error naming it,
 // before anything starts.
 func TestStrayArgumentsAreErrors(t *testing.T) {
