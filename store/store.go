@@ -190,11 +190,17 @@ type ClientDays struct {
 // Summary is what a store holds in all, whatever the window: the migration report tells
 // "no legacy traffic in the window" (sessions exist, none recent) from "no data" (an empty
 // or wrong store).
+//
+// Sessions are purged after the report window, so an idle bridge's store can hold none;
+// Heartbeat then still shows that a running bridge uses this store.
 type Summary struct {
 	Sessions int
 	// LastSessionSeen is the latest LastSeenAt of any session; zero without sessions.
 	LastSessionSeen time.Time
 	Tasks           int
+	// Heartbeat is the last write of CheckWritable (serve at start and on readiness
+	// checks); zero when none was ever made.
+	Heartbeat time.Time
 }
 
 // Store is the durable record keeper. See the package comment for the concurrency contract.

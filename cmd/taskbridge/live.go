@@ -6,12 +6,14 @@ import (
 	"net"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/taskbridge/taskbridge/internal/config"
 	"github.com/taskbridge/taskbridge/internal/logging"
 	"github.com/taskbridge/taskbridge/internal/reload"
+	"github.com/taskbridge/taskbridge/store"
 )
 
 // serveCommand is serve's command line: every configuration key is a flag.
@@ -63,6 +65,17 @@ func newReloader(boot *config.Config, load func() (*config.Config, error), l *lo
 			}, nil
 		}})
 	return rl, err
+}
+
+// checkStoreWritable writes the store's heartbeat once at start: a store that refuses
+// writes is said at once (readiness keeps failing until it accepts them), and the report
+// can tell this store is the one a running bridge uses even when it holds no session.
+func checkStoreWritable(ctx context.Context, st store.Store, log zerolog.Logger) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := st.CheckWritable(cctx); err != nil {
+		log.Error().Err(err).Msg("the store refuses writes: not ready until it accepts them")
+	}
 }
 
 // reloadFunc adapts the reloader to POST /admin/reload.

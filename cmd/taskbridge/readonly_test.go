@@ -93,9 +93,10 @@ func TestReadOnlyCommandsForeignSQLite(t *testing.T) {
 	}
 }
 
-// TestReportTellsNoDataFromNoTraffic: a store without any record says "no data" (no
-// evidence either way); a store whose legacy sessions are all older than the window says
-// nothing depends on the bridge, with the counts that back it.
+// TestReportTellsNoDataFromNoTraffic: a store without any record, and never written by a
+// running bridge, says "no data" (no evidence either way); once a bridge has written to it
+// (its heartbeat), or it holds legacy sessions all older than the window, the report says
+// nothing depends on the bridge, with the facts that back it.
 func TestReportTellsNoDataFromNoTraffic(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tb.db")
 	st, err := openStore(context.Background(), "sqlite:"+path)
@@ -104,13 +105,26 @@ func TestReportTellsNoDataFromNoTraffic(t *testing.T) {
 	}
 	st.Close()
 	out, _, err := runTB("report", "--store", "sqlite:"+path)
-	if err != nil || !strings.Contains(out, "No data: this store holds no session and no task at all") ||
+	if err != nil || !strings.Contains(out, "No data: this store holds no session and no task, and no running bridge ever wrote to it") ||
 		strings.Contains(out, "nothing depends on the bridge") {
 		t.Fatalf("report of an empty store (%v):\n%s", err, out)
 	}
 	js, _, _ := runTB("report", "--store", "sqlite:"+path, "--json")
 	if gjson.Get(js, "evidence").Str != "no_data" {
 		t.Errorf("report --json evidence = %q, want no_data", gjson.Get(js, "evidence").Str)
+	}
+
+	// A running bridge writes its heartbeat at start: an idle bridge's store, whose
+	// sessions were purged after the window, is evidence of no traffic.
+	st, _ = openStore(context.Background(), "sqlite:"+path)
+	if err := st.CheckWritable(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	out, _, err = runTB("report", "--store", "sqlite:"+path)
+	if err != nil || !strings.Contains(out, "No legacy client was seen in the window (the store holds 0 sessions and 0 tasks; the last session was seen never;") ||
+		!strings.Contains(out, "a running bridge last wrote to it on "+time.Now().UTC().Format("2006-01-02")) || !strings.Contains(out, "nothing depends on the bridge any more") {
+		t.Fatalf("report of an idle bridge's store (%v):\n%s", err, out)
 	}
 
 	st, _ = openStore(context.Background(), "sqlite:"+path)
@@ -126,7 +140,8 @@ func TestReportTellsNoDataFromNoTraffic(t *testing.T) {
 		t.Fatalf("report with traffic only before the window (%v):\n%s", err, out)
 	}
 	js, _, _ = runTB("report", "--store", "sqlite:"+path, "--json")
-	if gjson.Get(js, "evidence").Str != "no_legacy_traffic_in_window" || gjson.Get(js, "stored.sessions").Int() != 1 {
+	if gjson.Get(js, "evidence").Str != "no_legacy_traffic_in_window" || gjson.Get(js, "stored.sessions").Int() != 1 ||
+		!gjson.Get(js, "stored.lastBridgeWrite").Exists() {
 		t.Errorf("report --json: %s", js)
 	}
 }

@@ -63,13 +63,14 @@ func writeReport(w io.Writer, r *ops.Report) {
 		r.InFlightTotal(), r.InFlight["working"], r.InFlight["input_required"], r.TasksCreated)
 	switch r.Evidence {
 	case ops.EvidenceNoData:
-		fmt.Fprintln(w, "No data: this store holds no session and no task at all. Either no client ever used this bridge, or this is")
-		fmt.Fprintln(w, "not the store it writes (check --store, TASKBRIDGE_STORE or --config). This is no evidence that nothing depends on it.")
+		fmt.Fprintln(w, "No data: this store holds no session and no task, and no running bridge ever wrote to it. It is a new store,")
+		fmt.Fprintln(w, "or not the one the bridge writes (check --store, TASKBRIDGE_STORE or --config): no evidence that nothing depends on it.")
 		return
 	case ops.EvidenceNoTrafficInWindow:
-		fmt.Fprintf(w, "No legacy client was seen in the window (the store holds %d sessions and %d tasks; the last session was seen %s):\n",
+		fmt.Fprintf(w, "No legacy client was seen in the window (the store holds %d sessions and %d tasks; the last session was seen %s;\n",
 			r.Stored.Sessions, r.Stored.Tasks, lastSeen(r.Stored.LastSessionSeen))
-		fmt.Fprintln(w, "nothing depends on the bridge any more (see docs/operations.md, When to retire the bridge).")
+		fmt.Fprintf(w, "a running bridge last wrote to it %s): nothing depends on the bridge any more\n", lastSeen(r.Stored.LastBridgeWrite))
+		fmt.Fprintln(w, "(see docs/operations.md, When to retire the bridge).")
 		return
 	}
 	fmt.Fprintln(w, "Legacy clients still seen:")
@@ -86,10 +87,10 @@ func writeReport(w io.Writer, r *ops.Report) {
 	tw.Flush()
 }
 
-// lastSeen prints when the last session was seen ("never" without one).
+// lastSeen prints a time of the report's summary, "never" when zero.
 func lastSeen(t time.Time) string {
 	if t.IsZero() {
-		return "never (only tasks)"
+		return "never"
 	}
 	return "on " + t.UTC().Format("2006-01-02 15:04 UTC")
 }

@@ -73,6 +73,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer rawStore.Close()
+	checkStoreWritable(ctx, rawStore, log)
 	st := m.InstrumentStore(rawStore)
 	var authn auth.Authenticator
 	if cfg.Auth.Enabled() {

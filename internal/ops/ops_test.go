@@ -437,19 +437,32 @@ func TestInflightCountsPostsOnly(t *testing.T) {
 	close(release)
 }
 
-// TestStatusNoDataVersusNoTraffic: /status tells an empty store ("no data", no evidence)
-// from a store whose legacy sessions are all older than the window.
+// TestStatusNoDataVersusNoTraffic: /status of a store no running bridge ever wrote to (a
+// read-only one here: the page's own readiness write fails) says "no data", no evidence;
+// on a store the bridge writes, it says no legacy client was seen, with the counts.
 func TestStatusNoDataVersusNoTraffic(t *testing.T) {
-	st := openSQLite(t)
-	now := time.Date(2027, 5, 1, 12, 0, 0, 0, time.UTC)
-	h := Handler(Options{Store: st, Logger: zerolog.Nop(), Now: func() time.Time { return now }})
-	if _, body := get(t, h, "/status"); !strings.Contains(body, "<strong>No data:</strong>") || strings.Contains(body, "can be retired") {
-		t.Errorf("/status of an empty store does not say no data")
+	path := filepath.Join(t.TempDir(), "tb.db")
+	rw, err := sqlite.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
 	}
+	rw.Close()
+	ro, err := sqlite.OpenMode(context.Background(), path, sqlite.ReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	now := time.Date(2027, 5, 1, 12, 0, 0, 0, time.UTC)
+	h := Handler(Options{Store: ro, Logger: zerolog.Nop(), Now: func() time.Time { return now }})
+	if _, body := get(t, h, "/status"); !strings.Contains(body, "<strong>No data:</strong>") || strings.Contains(body, "can be retired") {
+		t.Errorf("/status of a store no bridge wrote to does not say no data")
+	}
+	st := openSQLite(t)
 	old := now.Add(-60 * 24 * time.Hour)
 	if err := st.CreateSession(context.Background(), &store.Session{ID: "s", ProtocolVersion: "2025-11-25", CreatedAt: old, LastSeenAt: old}); err != nil {
 		t.Fatal(err)
 	}
+	h = Handler(Options{Store: st, Logger: zerolog.Nop(), Now: func() time.Time { return now }})
 	if _, body := get(t, h, "/status"); !strings.Contains(body, "No legacy client was seen in this window (1 sessions and 0 tasks in the store)") {
 		t.Errorf("/status with only old traffic lacks the no-traffic line")
 	}

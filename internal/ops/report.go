@@ -31,9 +31,9 @@ type Report struct {
 	Days []DayRow `json:"days"`
 
 	// Evidence says what the report can be trusted for: EvidenceLegacyTraffic (legacy
-	// clients in the window), EvidenceNoTrafficInWindow (the store has records, none of a
-	// legacy session in the window: nothing depends on the bridge), or EvidenceNoData (the
-	// store holds no session and no task at all: a new or wrong store, which proves
+	// clients in the window), EvidenceNoTrafficInWindow (a bridge has used the store, no
+	// legacy session in the window: nothing depends on the bridge), or EvidenceNoData (no
+	// session, no task and no bridge write at all: a new or wrong store, which proves
 	// nothing).
 	Evidence string `json:"evidence"`
 	// Stored is what the store holds in all, whatever the window.
@@ -52,6 +52,10 @@ type StoredSummary struct {
 	Sessions        int       `json:"sessions"`
 	Tasks           int       `json:"tasks"`
 	LastSessionSeen time.Time `json:"lastSessionSeen,omitzero"`
+	// LastBridgeWrite is when a running bridge last wrote to this store (its heartbeat: at
+	// start and on readiness checks). Sessions are purged after the window, so for an idle
+	// bridge this is what shows the store is the one it uses.
+	LastBridgeWrite time.Time `json:"lastBridgeWrite,omitzero"`
 }
 
 // DayRow is one UTC day of the report window.
@@ -146,11 +150,11 @@ func BuildReport(ctx context.Context, st store.Store, now time.Time, window time
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
-	r.Stored = StoredSummary{Sessions: sum.Sessions, Tasks: sum.Tasks, LastSessionSeen: sum.LastSessionSeen}
+	r.Stored = StoredSummary{Sessions: sum.Sessions, Tasks: sum.Tasks, LastSessionSeen: sum.LastSessionSeen, LastBridgeWrite: sum.Heartbeat}
 	switch {
 	case len(r.Clients) > 0:
 		r.Evidence = EvidenceLegacyTraffic
-	case sum.Sessions == 0 && sum.Tasks == 0:
+	case sum.Sessions == 0 && sum.Tasks == 0 && sum.Heartbeat.IsZero():
 		r.Evidence = EvidenceNoData
 	default:
 		r.Evidence = EvidenceNoTrafficInWindow

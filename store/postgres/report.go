@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -247,6 +248,21 @@ func (s *Store) Summary(ctx context.Context) (store.Summary, error) {
 	}
 	if sum.Sessions > 0 {
 		sum.LastSessionSeen = timeOf(last)
+	}
+	// A store of schema version 1 has no heartbeat table (read-only opens accept it).
+	var has bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass('heartbeat') IS NOT NULL`).Scan(&has); err != nil {
+		return sum, fmt.Errorf("postgres: summary: %w", err)
+	}
+	if has {
+		var at int64
+		err := s.pool.QueryRow(ctx, `SELECT at FROM heartbeat WHERE id = 1`).Scan(&at)
+		switch {
+		case err == nil:
+			sum.Heartbeat = timeOf(at)
+		case !errors.Is(err, pgx.ErrNoRows):
+			return sum, fmt.Errorf("postgres: summary: %w", err)
+		}
 	}
 	return sum, nil
 }

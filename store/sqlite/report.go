@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -236,6 +237,21 @@ func (s *Store) Summary(ctx context.Context) (store.Summary, error) {
 	}
 	if sum.Sessions > 0 {
 		sum.LastSessionSeen = timeOf(last)
+	}
+	// A store of schema version 1 has no heartbeat table (read-only opens accept it).
+	var n int
+	if err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'heartbeat'`).Scan(&n); err != nil {
+		return sum, fmt.Errorf("sqlite: summary: %w", err)
+	}
+	if n > 0 {
+		var at int64
+		err := s.r.QueryRowContext(ctx, `SELECT at FROM heartbeat WHERE id = 1`).Scan(&at)
+		switch {
+		case err == nil:
+			sum.Heartbeat = timeOf(at)
+		case !errors.Is(err, sql.ErrNoRows):
+			return sum, fmt.Errorf("sqlite: summary: %w", err)
+		}
 	}
 	return sum, nil
 }

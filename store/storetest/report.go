@@ -319,6 +319,16 @@ func testSummary(t *testing.T, s store.Store) {
 	if sum.Sessions != 2 || sum.Tasks != 3 || !sum.LastSessionSeen.Equal(ms(base.Add(5*time.Hour))) || sum.LastSessionSeen.Location() != time.UTC {
 		t.Errorf("Summary = %+v, want 2 sessions, 3 tasks, last seen %v", sum, ms(base.Add(5*time.Hour)))
 	}
+	if !sum.Heartbeat.IsZero() {
+		t.Errorf("Summary.Heartbeat = %v before any CheckWritable, want zero", sum.Heartbeat)
+	}
+	before := time.Now().Add(-time.Second)
+	must(t, s.CheckWritable(ctx), "CheckWritable")
+	sum, err = s.Summary(ctx)
+	must(t, err, "Summary after CheckWritable")
+	if sum.Heartbeat.Before(before) || sum.Heartbeat.After(time.Now().Add(time.Second)) || sum.Heartbeat.Location() != time.UTC {
+		t.Errorf("Summary.Heartbeat = %v, want about now (UTC)", sum.Heartbeat)
+	}
 }
 
 // testCheckWritable: the heartbeat write succeeds on a writable store, again and again.
