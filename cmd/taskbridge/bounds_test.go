@@ -14,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/taskbridge/taskbridge/internal/fixture"
+	"github.com/taskbridge/taskbridge/internal/testenv"
 )
 
 // serveInProcess runs cmdServe in this process (a listener and an admin listener on free
@@ -29,36 +32,32 @@ func serveInProcess(t *testing.T, extra ...string) (mcpBase, adminBase string) {
 	args := append([]string{"--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--upstream", up.URL + "/mcp",
 		"--store", "sqlite:" + filepath.Join(t.TempDir(), "tb.db"), "--drain-quiet", "10ms", "--log-level", "error"}, extra...)
 	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
+	stderr, banner := testenv.WatchServeLog(io.Discard)
 	done := make(chan error, 1)
-	go func() {
-		err := cmdServe(ctx, args, pw, io.Discard)
-		pw.CloseWithError(errors.New("serve returned"))
-		done <- err
-	}()
+	go func() { done <- cmdServe(ctx, args, io.Discard, stderr) }()
 	t.Cleanup(func() {
 		cancel()
-		go io.Copy(io.Discard, pr)
 		if err := <-done; err != nil {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	r := bufio.NewReader(pr)
-	for i := range 2 {
-		l, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatalf("serve printed no startup line %d: %v", i+1, err)
+	select {
+	case b := <-banner:
+		for i, raw := range []string{b.MCP, b.Admin} {
+			u, err := url.Parse(raw)
+			if err != nil || u.Host == "" {
+				t.Fatalf("start-up event endpoint %q: %v", raw, err)
+			}
+			if i == 0 {
+				mcpBase = "http://" + u.Host
+			} else {
+				adminBase = "http://" + u.Host
+			}
 		}
-		addr, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(l, "taskbridge listening on "), "taskbridge admin on "), " ")
-		u, err := url.Parse(addr)
-		if err != nil {
-			t.Fatalf("startup line %q: %v", l, err)
-		}
-		if i == 0 {
-			mcpBase = "http://" + u.Host
-		} else {
-			adminBase = "http://" + u.Host
-		}
+	case err := <-done:
+		t.Fatalf("serve returned before its start-up event: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve logged no start-up event within 30 s")
 	}
 	return mcpBase, adminBase
 }
@@ -129,8 +128,8 @@ func TestListenerBounds(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if !strings.Contains(string(b), "accepting: ok") {
-			t.Fatalf("/readyz after the refused POST:\n%s\nwant accepting: ok (no drain)", b)
+		if !gjson.GetBytes(b, `checks.#(name=="accepting").ok`).Bool() {
+			t.Fatalf("/readyz after the refused POST: %d %s; want accepting ok (no drain)", resp.StatusCode, b)
 		}
 	})
 }

@@ -33,6 +33,7 @@ var serveCommand = command{
 func startLogger(stderr io.Writer, cfg *config.Config) (*logging.Logger, func()) {
 	l := logging.New(stderr, logging.Options{Level: cfg.LogLevel, Format: cfg.LogFormat,
 		NoColor: logging.NoColorFromEnv(os.Getenv), AccessLog: cfg.AccessLog})
+	prev := zerolog.GlobalLevel()
 	l.Live(cfg.LogLevel)
 	for _, w := range config.UnknownEnv(os.Environ()) {
 		l.Warn().Msg(w)
@@ -40,7 +41,11 @@ func startLogger(stderr io.Writer, cfg *config.Config) (*logging.Logger, func())
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { l.Run(ctx) })
-	return l, func() { cancel(); wg.Wait() }
+	return l, func() {
+		cancel()
+		wg.Wait()
+		zerolog.SetGlobalLevel(prev) // a serve run in process (tests) leaves the level as it found it
+	}
 }
 
 // newLogger is the logger of the one-session commands (stdio): JSON or, on a terminal,
