@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/tidwall/gjson"
@@ -76,6 +77,10 @@ func TestAccessLogSwitch(t *testing.T) {
 	}
 	on.Store(true)
 	call(t, c, "tools/list", raw(`{}`))
+	// The line is written just after the answer: give it a moment.
+	for deadline := time.Now().Add(5 * time.Second); strings.Count(buf.String(), `"message":"request"`) == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if n := strings.Count(buf.String(), `"message":"request"`); n != 1 {
 		t.Fatalf("%d request lines after turning the access log on, want 1:\n%s", n, buf.String())
 	}

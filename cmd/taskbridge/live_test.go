@@ -82,11 +82,19 @@ func TestReloadOnSIGHUP(t *testing.T) {
 		streamDone <- err
 	}()
 
-	call(t, c, "tools/list", map[string]any{})
-	before := len(logLines(s, "request"))
-	if before == 0 {
-		t.Fatal("no request line with access_log: true")
+	// A request's line is written just after its answer: count tools/list lines once the
+	// one expected is there, and after a pause where none is.
+	lists := func() int {
+		n := 0
+		for _, l := range logLines(s, "request") {
+			if gjson.Get(l, "method").Str == "tools/list" {
+				n++
+			}
+		}
+		return n
 	}
+	call(t, c, "tools/list", map[string]any{})
+	waitFor(t, "the tools/list request line with access_log: true", func() bool { return lists() == 1 })
 
 	write("access_log: false\nlog_level: warn\nheartbeat: 3s\nkill_switch: true\n")
 	s.cmd.Process.Signal(syscall.SIGHUP)
@@ -106,8 +114,9 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	for range 3 {
 		call(t, c, "tools/list", map[string]any{})
 	}
-	if n := len(logLines(s, "request")); n != before {
-		t.Errorf("%d request lines after access_log: false, want %d", n, before)
+	time.Sleep(300 * time.Millisecond)
+	if n := lists(); n != 1 {
+		t.Errorf("%d tools/list lines after access_log: false, want 1 (from before)", n)
 	}
 
 	write("access_log: true\npoll_floor_ms: soon\n")
@@ -118,8 +127,9 @@ func TestReloadOnSIGHUP(t *testing.T) {
 		t.Errorf("refusal line %s", refused)
 	}
 	call(t, c, "tools/list", map[string]any{})
-	if n := len(logLines(s, "request")); n != before {
-		t.Errorf("an invalid reload turned the access log back on (%d lines, want %d)", n, before)
+	time.Sleep(300 * time.Millisecond)
+	if n := lists(); n != 1 {
+		t.Errorf("an invalid reload turned the access log back on (%d tools/list lines, want 1)", n)
 	}
 
 	code, body := postJSON(t, s.admin+"/admin/reload")
@@ -133,9 +143,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 		t.Errorf("POST /admin/reload: %d %s", code, body)
 	}
 	call(t, c, "tools/list", map[string]any{})
-	if n := len(logLines(s, "request")); n != before+1 {
-		t.Errorf("%d request lines after access_log: true again, want %d", n, before+1)
-	}
+	waitFor(t, "a tools/list line after access_log: true again", func() bool { return lists() == 2 })
 	if err := <-streamDone; err != nil {
 		t.Fatalf("the tasks/result stream open across the reloads: %v", err)
 	}
