@@ -166,6 +166,9 @@ func (m *Metrics) zeroSeries() {
 	for _, method := range []string{"elicitation/create", "sampling/createMessage", "roots/list"} {
 		m.inputsRelayed.WithLabelValues(method)
 	}
+	for _, kind := range []string{"upstream_task_mismatch", "upstream_invalid_reply", "foreign_input_answer"} {
+		m.answersRefused.WithLabelValues(kind)
+	}
 	m.legacyClients.WithLabelValues("other", "other", "other")
 }
 
