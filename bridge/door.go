@@ -173,12 +173,15 @@ type DoorConfig struct {
 
 // Door is the front door. Mount it at /mcp; serve stdio with ServeStdio.
 //
-// Concurrency: safe for concurrent use; everything but wsConns is read-only after NewDoor.
+// Concurrency: safe for concurrent use. The rate limiter and the authenticator are atomic
+// pointers a reload replaces (SetRate, SetAuth in door_live.go); wsConns is atomic;
+// everything else is read-only after NewDoor.
 type Door struct {
 	cfg     DoorConfig
 	log     zerolog.Logger
 	origins originPolicy
-	limit   *rateLimiter // nil: no rate limit
+	limit   atomic.Pointer[rateLimiter] // nil: no rate limit
+	authn   atomic.Pointer[authBox]     // never nil after NewDoor; a nil authenticator in it: no auth
 	ep      endpoints
 	wsConns atomic.Uint64 // numbers WebSocket connections (their rate key without auth)
 }
@@ -199,8 +202,10 @@ func NewDoor(cfg DoorConfig, e Engine) (*Door, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Door{cfg: cfg, log: cfg.Logger, origins: newOriginPolicy(cfg.AllowedOrigins),
-		limit: newRateLimiter(cfg.RequestRate, cfg.RequestBurst, cfg.Now), ep: ep}, nil
+	d := &Door{cfg: cfg, log: cfg.Logger, origins: newOriginPolicy(cfg.AllowedOrigins), ep: ep}
+	d.limit.Store(newRateLimiter(cfg.RequestRate, cfg.RequestBurst, cfg.Now))
+	d.authn.Store(&authBox{cfg.Auth})
+	return d, nil
 }
 
 func inTable(r Route, era clientEra) bool {
@@ -227,7 +232,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := d.rateKey(ctx, r)
-	if err := d.limit.admit(key); err != nil {
+	if err := d.limit.Load().admit(key); err != nil {
 		rateLimited(w, r, err)
 		return
 	}
@@ -288,12 +293,13 @@ func refuse(w http.ResponseWriter, r *http.Request, status int, e *jsonrpc.Error
 // authenticate identifies the caller from the headers; false when it answered 401. The
 // authenticator gets a shallow copy of r without a body, so it cannot read one.
 func (d *Door) authenticate(w http.ResponseWriter, r *http.Request) (context.Context, bool) {
-	if d.cfg.Auth == nil {
+	authn := d.authn.Load().a
+	if authn == nil {
 		return r.Context(), true
 	}
 	headersOnly := *r
 	headersOnly.Body = http.NoBody
-	p, err := d.cfg.Auth.Authenticate(&headersOnly)
+	p, err := authn.Authenticate(&headersOnly)
 	if err != nil {
 		d.log.Info().Err(err).Str("remote", r.RemoteAddr).Msg("front door: authentication failed")
 		d.unauthorized(w, r, err)
@@ -379,9 +385,8 @@ func (d *Door) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error {
 		ctx = auth.WithPrincipal(ctx, p)
 		key = "principal:" + p.Key()
 	}
-	if d.limit != nil {
-		ctx = legacy.WithAdmission(ctx, func(context.Context) error { return d.limit.admit(key) })
-	}
+	// The limiter is read per message: a reload that sets or lifts the rate applies here too.
+	ctx = legacy.WithAdmission(ctx, func(context.Context) error { return d.limit.Load().admit(key) })
 	return d.ep.legacy.ServeStdio(ctx, r, w, legacy.StdioOptions{MaxLineBytes: int(d.cfg.MaxBodyBytes)})
 }
 
@@ -392,7 +397,7 @@ func (d *Door) connAdmission(ctx context.Context) func(context.Context) error {
 	if p, ok := auth.PrincipalFrom(ctx); ok {
 		key = "principal:" + p.Key()
 	}
-	return func(context.Context) error { return d.limit.admit(key) }
+	return func(context.Context) error { return d.limit.Load().admit(key) }
 }
 
 // rateKey names whose bucket a request draws on: its principal; without authentication

@@ -66,7 +66,7 @@ func TestRequestLogLine(t *testing.T) {
 func TestAccessLogSwitch(t *testing.T) {
 	var buf lockedBuf
 	var on atomic.Bool
-	e := newEnv(t, func(c *bridge.Config, _ *fixture.Options) {
+	e := newEnv(t, func(c *envConfig, _ *fixture.Options) {
 		c.Logger = zerolog.New(&buf)
 		c.AccessLog = on.Load
 	})

@@ -27,10 +27,11 @@ const maxToolPages = 100
 // fallbackState is the bridge's use of fallback/: the policy, the upstream's tools (for
 // annotations and modes), and the bridge-hosted task pool (host.go).
 //
-// Concurrency: policy is read-only after New; tools is swapped atomically and toolsMu lets
-// one fetch run at a time; mu guards running; slots and jobs are channels.
+// Concurrency: policy is swapped atomically (a reload: SetHostingPolicy); tools is swapped
+// atomically and toolsMu lets one fetch run at a time; mu guards running; slots and jobs
+// are channels.
 type fallbackState struct {
-	policy fallback.Policy
+	policy atomic.Pointer[fallback.Policy]
 
 	tools   atomic.Pointer[toolsSnapshot]
 	toolsMu sync.Mutex
@@ -59,13 +60,14 @@ func newFallbackState(cfg Config) *fallbackState {
 		workers = 8
 	}
 	queue := workers * hostQueuePerWorker
-	return &fallbackState{
-		policy:  fallback.Policy{HostAllow: cfg.HostAllow, HostDeny: cfg.HostDeny, NoHosting: cfg.NoHosting, TaskSupport: ts},
+	fb := &fallbackState{
 		slots:   make(chan struct{}, queue),
 		jobs:    make(chan *hostJob, queue),
 		workers: workers,
 		running: map[string]*hostRun{},
 	}
+	fb.policy.Store(&fallback.Policy{HostAllow: cfg.HostAllow, HostDeny: cfg.HostDeny, NoHosting: cfg.NoHosting, TaskSupport: ts})
+	return fb
 }
 
 // upstreamManifest is the upstream's manifest from its (cached, ttl-refreshed) discover.
@@ -107,7 +109,7 @@ func (b *Bridge) decide(ctx context.Context, sess *store.Session, req *jsonrpc.M
 	if !ok {
 		tool = fallback.Tool{Name: name, Mode: fallback.ModeUnknown}
 	}
-	d := fallback.Decide(client, up, b.fb.policy.Apply(tool), r)
+	d := fallback.Decide(client, up, b.fb.policy.Load().Apply(tool), r)
 	b.logDecision(ctx, sess, name, d)
 	return d, nil
 }
@@ -192,7 +194,7 @@ func (b *Bridge) advertiseTools(ctx context.Context, sess *store.Session, req *j
 	}
 	return mapping.ToolsListForLegacy(res, func(_ string, raw json.RawMessage) string {
 		t := fallback.ToolFromJSON(up.Era, raw)
-		return string(fallback.TaskSupport(client, up, b.fb.policy.Apply(t)))
+		return string(fallback.TaskSupport(client, up, b.fb.policy.Load().Apply(t)))
 	})
 }
 

@@ -214,7 +214,7 @@ func TestConfigCheckRouteWarnings(t *testing.T) {
 	t.Cleanup(legacyUp.Close)
 	file := func(upstream string) string {
 		p := filepath.Join(dir, "tb.yaml")
-		os.WriteFile(p, []byte("upstream: "+upstream+"\nstore: sqlite:"+db+"\nrequest_rate: 5\nhost_allow: [search]\nsunset: 2027-07-28\n"), 0o600)
+		os.WriteFile(p, []byte("upstream: "+upstream+"\nstore: sqlite:"+db+"\nmax_ttl: 1h\nhost_allow: [search]\nheartbeat: 3s\nrequest_rate: 5\n"), 0o600)
 		return p
 	}
 	check := func(args ...string) (string, string, error) {
@@ -229,16 +229,16 @@ func TestConfigCheckRouteWarnings(t *testing.T) {
 		t.Fatalf("config check: %v", err)
 	}
 	for _, want := range []string{
-		p + ":3: request_rate has no effect if the upstream speaks MCP 2025-11-25",
+		p + ":3: max_ttl has no effect if the upstream speaks MCP 2025-11-25",
 		p + ":4: host_allow has no effect if the upstream speaks MCP 2025-11-25",
-		p + ":5: sunset has no effect if the upstream speaks MCP 2025-11-25",
+		p + ":5: heartbeat has no effect if the upstream speaks MCP 2025-11-25",
 	} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("config check stderr lacks %q:\n%s", want, stderr)
 		}
 	}
-	if strings.Contains(stderr, "max_concurrent_tasks") {
-		t.Errorf("config check warns about a setting left at its default:\n%s", stderr)
+	if strings.Contains(stderr, "max_concurrent_tasks") || strings.Contains(stderr, "request_rate") {
+		t.Errorf("config check warns about a setting left at its default, or one every route applies:\n%s", stderr)
 	}
 
 	if _, _, err := check(p, "--connect"); err == nil || !strings.Contains(err.Error(), "no taskbridge store at sqlite:"+db) {
@@ -260,7 +260,7 @@ func TestConfigCheckRouteWarnings(t *testing.T) {
 	p = file(legacyUp.URL + "/mcp")
 	out, stderr, err = check(p, "--connect")
 	if err != nil || !strings.Contains(out, "# upstream: speaks MCP 2025-11-25") ||
-		!strings.Contains(stderr, p+":3: request_rate has no effect in front of this MCP 2025-11-25 upstream") {
+		!strings.Contains(stderr, p+":3: max_ttl has no effect in front of this MCP 2025-11-25 upstream") {
 		t.Errorf("config check --connect, legacy upstream (%v):\nstdout %s\nstderr %s", err, out, stderr)
 	}
 }

@@ -104,9 +104,6 @@ func checkConnections(ctx context.Context, cfg *config.Config, stdout io.Writer)
 		return era, fmt.Errorf("upstream %s did not answer within 10s", cfg.Upstream)
 	case eraLegacy:
 		fmt.Fprintln(stdout, "# upstream: speaks MCP 2025-11-25 (reverse route for 2026-07-28 clients, pass-through for 2025-11-25 clients)")
-		if cfg.Auth.Enabled() {
-			return era, errors.New("auth: client authentication is not supported in front of a 2025-11-25 upstream yet; serve would refuse to start")
-		}
 	default:
 		fmt.Fprintln(stdout, "# upstream: speaks MCP 2026-07-28 (forward route for 2025-11-25 clients)")
 	}
@@ -117,10 +114,6 @@ func checkConnections(ctx context.Context, cfg *config.Config, stdout io.Writer)
 // true to serve.go: when a route starts applying a setting, its entry goes.
 var ineffective = map[upstreamEra][]struct{ key, why string }{
 	eraLegacy: {
-		{"sunset", "the sunset refuses new 2025-11-25 tasks created through the bridge; in front of a 2025-11-25 upstream they pass through to it"},
-		{"max_concurrent_tasks", "the per-principal cap is applied on the forward route only"},
-		{"request_rate", "the per-principal rate limit is applied on the forward route only"},
-		{"request_burst", "the per-principal rate limit is applied on the forward route only"},
 		{"max_result_bytes", "results stay with the 2025-11-25 upstream; the bridge keeps none"},
 		{"max_ttl", "the ttl is the upstream's own on this route"},
 		{"heartbeat", "there is no sync collapse on this route"},
@@ -130,8 +123,8 @@ var ineffective = map[upstreamEra][]struct{ key, why string }{
 		{"no_hosting", "bridge-hosted tasks exist on the forward route only"},
 		{"host_workers", "bridge-hosted tasks exist on the forward route only"},
 		{"tool_task_support", "tools/list comes from the 2025-11-25 upstream unchanged on this route"},
-		{"audit_retention", "the TTL purge runs on the forward route only"},
-		{"purge_interval", "the TTL purge runs on the forward route only"},
+		{"audit_retention", "the task records' TTL purge runs on the forward route only"},
+		{"poll_fault_budget", "the budget of invalid tasks/get replies is the forward route's"},
 	},
 }
 

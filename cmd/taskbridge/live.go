@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -10,8 +11,11 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/taskbridge/taskbridge/bridge"
+	"github.com/taskbridge/taskbridge/internal/auth"
 	"github.com/taskbridge/taskbridge/internal/config"
 	"github.com/taskbridge/taskbridge/internal/logging"
+	"github.com/taskbridge/taskbridge/internal/metrics"
 	"github.com/taskbridge/taskbridge/internal/reload"
 	"github.com/taskbridge/taskbridge/store"
 )
@@ -54,22 +58,106 @@ func newLogger(w io.Writer, level string) zerolog.Logger {
 	return logging.New(w, logging.Options{Level: level, Format: "auto", NoColor: logging.NoColorFromEnv(os.Getenv)}).Logger
 }
 
-// newReloader returns serve's reloader with the appliers of the areas that change live.
-//
-// Registered here: logging (log_level, access_log). The kill switch, the sunset, the
-// limits, the API keys and the hosting policy are registered where the work gate and the
-// front door are built, with the same Applier shape: Prepare validates and builds the new
-// policy, commit swaps it in atomically.
-func newReloader(boot *config.Config, load func() (*config.Config, error), l *logging.Logger) (*reload.Reloader, error) {
-	rl := reload.New(boot, load, l.Logger)
-	err := rl.Register(reload.Applier{Area: "logging", Keys: []string{"log_level", "access_log"},
-		Prepare: func(next *config.Config) (func(), error) {
-			return func() {
-				l.SetLevel(next.LogLevel)
-				l.SetAccessLog(next.AccessLog)
-			}, nil
-		}})
-	return rl, err
+// liveParts are the parts of a running serve that take settings live.
+type liveParts struct {
+	gate    *bridge.Gate   // kill switch, sunset, concurrency cap, upstream backpressure
+	door    *bridge.Door   // request rate, authentication
+	forward *bridge.Bridge // hosting policy; nil on the reverse route (it hosts nothing)
+	metrics *metrics.Metrics
+}
+
+// newReloader returns serve's reloader with one applier per area that changes live:
+// logging (log level, access log), the work gate (kill switch, sunset, concurrency cap,
+// upstream in-flight cap), the front door's rate limit and authentication, and the
+// forward route's hosting policy. Each Prepare builds and checks the new state; each
+// commit swaps it in atomically, so requests see the old or the new, never a mix.
+func newReloader(boot *config.Config, load func() (*config.Config, error), l *logging.Logger, p liveParts) (*reload.Reloader, error) {
+	log := l.Logger
+	rl := reload.New(boot, load, log)
+	appliers := []reload.Applier{
+		{Area: "logging", Keys: []string{"log_level", "access_log"},
+			Prepare: func(next *config.Config) (func(), error) {
+				return func() {
+					l.SetLevel(next.LogLevel)
+					l.SetAccessLog(next.AccessLog)
+				}, nil
+			}},
+		{Area: "work gate", Keys: []string{"kill_switch", "sunset", "max_concurrent_tasks", "max_upstream_inflight"},
+			Prepare: func(next *config.Config) (func(), error) {
+				pol := gatePolicy(next)
+				return func() {
+					p.gate.SetPolicy(pol)
+					p.metrics.SetKillSwitch(pol.KillSwitch)
+					p.metrics.SetSunset(pol.Sunset)
+					if pol.KillSwitch {
+						log.Warn().Msg("kill switch is on: all new task creation is refused")
+					}
+				}, nil
+			}},
+		{Area: "rate limit", Keys: []string{"request_rate", "request_burst"},
+			Prepare: func(next *config.Config) (func(), error) {
+				return func() { p.door.SetRate(next.RequestRate, next.RequestBurst) }, nil
+			}},
+		{Area: "authentication", Keys: []string{"auth"},
+			Prepare: func(next *config.Config) (func(), error) {
+				a, err := newAuthenticator(next, log)
+				if err != nil {
+					return nil, err
+				}
+				return func() { auth.Close(p.door.SetAuth(a)) }, nil
+			}},
+	}
+	if p.forward != nil {
+		appliers = append(appliers, reload.Applier{Area: "hosting policy", Keys: []string{"host_allow", "host_deny", "no_hosting", "tool_task_support"},
+			Prepare: func(next *config.Config) (func(), error) {
+				ts, err := parseToolTaskSupport(next.ToolTaskSupport)
+				if err == nil {
+					_, err = bridge.HostingPolicy(next.HostAllow, next.HostDeny, next.NoHosting, ts)
+				}
+				if err != nil {
+					return nil, err
+				}
+				return func() { _ = p.forward.SetHostingPolicy(next.HostAllow, next.HostDeny, next.NoHosting, ts) }, nil
+			}})
+	}
+	for _, a := range appliers {
+		if err := rl.Register(a); err != nil {
+			return nil, err
+		}
+	}
+	return rl, nil
+}
+
+// gatePolicy is the work gate's share of the configuration.
+func gatePolicy(cfg *config.Config) bridge.Policy {
+	return bridge.Policy{KillSwitch: cfg.KillSwitch, Sunset: cfg.Sunset,
+		MaxConcurrentTasks: cfg.MaxConcurrentTasks, MaxInflight: cfg.MaxUpstreamInflight}
+}
+
+// livePolicy reads the kill switch and sunset in force from the gate (for /status).
+func livePolicy(g *bridge.Gate) func() (bool, time.Time) {
+	return func() (bool, time.Time) {
+		p := g.Policy()
+		return p.KillSwitch, p.Sunset
+	}
+}
+
+// newAuthenticator builds the client authenticator of cfg (nil without an auth section),
+// with JWKS refresh failures logged.
+func newAuthenticator(cfg *config.Config, log zerolog.Logger) (auth.Authenticator, error) {
+	if !cfg.Auth.Enabled() {
+		return nil, nil
+	}
+	if cfg.Auth.JWT != nil {
+		cfg.Auth.JWT.OnRefreshError = func(err error) {
+			log.Warn().Str("error", err.Error()).Msg("JWKS refresh failed; the cached keys stay in use")
+		}
+	}
+	a, err := auth.New(cfg.Auth)
+	if err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	return a, nil
 }
 
 // checkStoreWritable writes the store's heartbeat once at start: a store that refuses

@@ -45,11 +45,12 @@ func postJSON(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// TestReloadOnSIGHUP: on a running serve, SIGHUP re-reads the file; the access log and the
-// level change at once; the result is logged with what changed and what needs a restart; a
-// file that does not validate changes nothing and the log says why; POST /admin/reload does
-// the same and answers the result. A tasks/result stream held open across the reloads is
-// not dropped.
+// TestReloadOnSIGHUP (acceptance 3): on a running serve, SIGHUP re-reads the file; the
+// kill switch turns on (a new task is refused with -32003, the gauge says 1) and, by POST
+// /admin/reload, off again (a new task is accepted); the access log and the level change
+// at once; the result is logged with what changed and what needs a restart; a file that
+// does not validate changes nothing (the kill switch stays on) and the log says why. A
+// tasks/result stream held open across the reloads is not dropped.
 func TestReloadOnSIGHUP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -100,14 +101,28 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	s.cmd.Process.Signal(syscall.SIGHUP)
 	waitFor(t, "the reload line", func() bool { return len(logLines(s, "configuration reloaded")) == 1 })
 	line := logLines(s, "configuration reloaded")[0]
-	if got := gjson.Get(line, "changed").Raw; got != `["log_level: info → warn","access_log: true → false"]` {
+	if got := gjson.Get(line, "changed").Raw; got != `["log_level: info → warn","access_log: true → false","kill_switch: false → true"]` {
 		t.Errorf("changed = %s", got)
 	}
-	// TODO(#17): the kill switch, sunset, limits, API keys and hosting policy need the work
-	// gate's applier (live.go, newReloader); until it is registered they need a restart.
-	if got := gjson.Get(line, "needsRestart").Raw; got != `["heartbeat: 10s → 3s","kill_switch: false → true"]` {
+	if got := gjson.Get(line, "needsRestart").Raw; got != `["heartbeat: 10s → 3s"]` {
 		t.Errorf("needsRestart = %s", got)
 	}
+	killSwitchRefuses := func(want bool) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := c.Call(ctx, "tools/call", json.RawMessage(`{"name":"slow_compute","arguments":{"seconds":1,"label":"ks"},"task":{}}`))
+		var je *jsonrpc.Error
+		refused := errors.As(err, &je) && je.Code == -32003 && gjson.Get(string(je.Data), "reason").Str == "kill_switch"
+		if refused != want || (!want && err != nil) {
+			t.Fatalf("a new task with the kill switch %v: err = %v", map[bool]string{true: "on", false: "off"}[want], err)
+		}
+		fams := scrape(t, s.admin)
+		if v, _ := metricValue(fams, "taskbridge_kill_switch"); (v == 1) != want {
+			t.Errorf("taskbridge_kill_switch = %v with the kill switch %v", v, want)
+		}
+	}
+	killSwitchRefuses(true)
 	if gjson.Get(line, "source").Str != "SIGHUP" || gjson.Get(line, "level").Str != "info" {
 		t.Errorf("reload line %s", line)
 	}
@@ -119,13 +134,14 @@ func TestReloadOnSIGHUP(t *testing.T) {
 		t.Errorf("%d tools/list lines after access_log: false, want 1 (from before)", n)
 	}
 
-	write("access_log: true\npoll_floor_ms: soon\n")
+	write("access_log: true\nkill_switch: false\npoll_floor_ms: soon\n")
 	s.cmd.Process.Signal(syscall.SIGHUP)
 	waitFor(t, "the refusal line", func() bool { return len(logLines(s, "configuration reload refused")) == 1 })
 	refused := logLines(s, "configuration reload refused")[0]
-	if gjson.Get(refused, "level").Str != "error" || !strings.Contains(gjson.Get(refused, "reason").Str, file+`:2: poll_floor_ms: want an integer, got "soon"`) {
+	if gjson.Get(refused, "level").Str != "error" || !strings.Contains(gjson.Get(refused, "reason").Str, file+`:3: poll_floor_ms: want an integer, got "soon"`) {
 		t.Errorf("refusal line %s", refused)
 	}
+	killSwitchRefuses(true) // the invalid file changed nothing
 	call(t, c, "tools/list", map[string]any{})
 	time.Sleep(300 * time.Millisecond)
 	if n := lists(); n != 1 {
@@ -139,9 +155,10 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	write("access_log: true\nlog_level: info\n")
 	code, body = postJSON(t, s.admin+"/admin/reload")
 	if code != 200 || !gjson.Get(body, "ok").Bool() || gjson.Get(body, "source").Str != "POST /admin/reload" ||
-		gjson.Get(body, "changed.#").Int() != 2 || gjson.Get(body, "applied.0").Str != "logging" {
+		gjson.Get(body, "changed.#").Int() != 3 || gjson.Get(body, "applied").Raw != `["logging","work gate"]` {
 		t.Errorf("POST /admin/reload: %d %s", code, body)
 	}
+	killSwitchRefuses(false)
 	call(t, c, "tools/list", map[string]any{})
 	waitFor(t, "a tools/list line after access_log: true again", func() bool { return lists() == 2 })
 	if err := <-streamDone; err != nil {
@@ -282,5 +299,60 @@ func TestNoAdminListener(t *testing.T) {
 		}
 		cmd.Process.Kill()
 		cmd.Wait()
+	}
+}
+
+// TestReloadDoorSettings: a reload replaces the API keys (the old key is refused at once,
+// the new one admitted) and sets a request rate, on a running serve.
+func TestReloadDoorSettings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildTaskbridge(t, t.TempDir())
+	fx := fixture.New(fixture.Options{Name: "reload-door-upstream"})
+	up := httptest.NewServer(fx)
+	t.Cleanup(func() { up.Close(); fx.Close() })
+	file := filepath.Join(t.TempDir(), "tb.yaml")
+	keys := func(key, extra string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte("auth:\n  api_keys:\n    - key: "+key+"\n      principal: alice\n"+extra), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys("first-key-0123456789", "")
+	s := startServe(t, bin, up.URL+"/mcp", filepath.Join(t.TempDir(), "tb.db"), "--config", file)
+	ping := func(token string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, s.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := ping("first-key-0123456789"); code == http.StatusUnauthorized {
+		t.Fatalf("the configured key: %d", code)
+	}
+	keys("second-key-0123456789", "request_rate: 0.001\nrequest_burst: 1\n")
+	code, body := postJSON(t, s.admin+"/admin/reload")
+	if code != 200 || gjson.Get(body, "applied").Raw != `["authentication","rate limit"]` ||
+		gjson.Get(body, "changed.0").Raw != `{"key":"auth","from":"(set)","to":"(changed)"}` {
+		t.Fatalf("POST /admin/reload: %d %s", code, body)
+	}
+	if strings.Contains(body, "second-key") || strings.Contains(s.log.String(), "second-key") {
+		t.Error("the reload result or log shows an API key")
+	}
+	if code := ping("first-key-0123456789"); code != http.StatusUnauthorized {
+		t.Errorf("the removed key after the reload: %d, want 401", code)
+	}
+	if code := ping("second-key-0123456789"); code == http.StatusUnauthorized || code == http.StatusTooManyRequests {
+		t.Errorf("the new key's first request: %d, want it admitted", code)
+	}
+	if code := ping("second-key-0123456789"); code != http.StatusTooManyRequests {
+		t.Errorf("the new key's second request at 0.001/s: %d, want 429", code)
 	}
 }

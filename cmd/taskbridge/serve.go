@@ -75,18 +75,17 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer rawStore.Close()
 	checkStoreWritable(ctx, rawStore, log)
 	st := m.InstrumentStore(rawStore)
-	var authn auth.Authenticator
-	if cfg.Auth.Enabled() {
-		if cfg.Auth.JWT != nil {
-			cfg.Auth.JWT.OnRefreshError = func(err error) {
-				log.Warn().Str("error", err.Error()).Msg("JWKS refresh failed; the cached keys stay in use")
-			}
-		}
-		if authn, err = auth.New(cfg.Auth); err != nil {
-			return fmt.Errorf("serve: auth: %w", err)
-		}
-		defer auth.Close(authn)
+	authn, err := newAuthenticator(cfg, log) // live.go
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
+	// Until the door holds it (a reload may replace it there), serve closes authn itself.
+	authOwned := true
+	defer func() {
+		if authOwned {
+			auth.Close(authn)
+		}
+	}()
 	prm, err := protectedResource(cfg, log)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -98,10 +97,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	drain := ops.NewDrain()
 	// One work gate for every route (bridge/internal/gate): its policy is one value,
 	// replaced as a whole by gate.SetPolicy.
-	gate := bridge.NewGate(bridge.GateConfig{Draining: drain.Draining, Metrics: m, Policy: bridge.Policy{
-		KillSwitch: cfg.KillSwitch, Sunset: cfg.Sunset,
-		MaxConcurrentTasks: cfg.MaxConcurrentTasks, MaxInflight: cfg.MaxUpstreamInflight,
-	}})
+	gate := bridge.NewGate(bridge.GateConfig{Draining: drain.Draining, Metrics: m, Policy: gatePolicy(cfg)})
 	bcfg := bridge.Config{
 		Store:         st,
 		Upstream:      upstream,
@@ -143,6 +139,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		era = detectEra(ctx, upstream, cfg.StatusTimeout, log)
 	}
 	var b mcpBridge
+	var forward *bridge.Bridge // the forward route, when it is the one (its hosting policy reloads)
 	switch era {
 	case eraLegacy:
 		log.Info().Str("upstream", up.describe()).Msg("upstream speaks MCP 2025-11-25 (server/discover refused): reverse route for 2026-07-28 clients, pass-through for 2025-11-25 clients")
@@ -169,7 +166,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err := fb.Start(ctx); err != nil {
 			return err
 		}
-		b = fb
+		b, forward = fb, fb
 	}
 	dc := doorConfig(cfg, authn, log)
 	if prm != nil {
@@ -179,6 +176,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	authOwned = false
+	defer func() { auth.Close(door.SetAuth(nil)) }() // the authenticator in use at exit
 	m.SetTasksSource(ops.TasksInFlight(st))
 	m.SetKillSwitch(cfg.KillSwitch)
 	if cfg.KillSwitch {
@@ -191,14 +190,15 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("serve: admin listener: %w", err)
 		}
 	}
-	rl, err := newReloader(cfg, load, plog)
+	rl, err := newReloader(cfg, load, plog, liveParts{gate: gate, door: door, forward: forward, metrics: m})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	s := &server{log: log, cfg: cfg, b: b, door: door, drain: drain, inflight: inflight, sigc: sigc, hup: hup, tls: tl, prm: prm, reload: rl,
+		sunset: func() time.Time { return gate.Policy().Sunset },
 		admin: ops.Handler(ops.Options{Store: st, Metrics: m, Logger: log, UpstreamCheck: b.CheckUpstream,
 			ActiveTasks: b.ActiveTasks, Drain: drain, Inflight: inflight, Version: version,
-			Upstream: up.describe(), KillSwitch: cfg.KillSwitch, Sunset: cfg.Sunset,
+			Upstream: up.describe(), KillSwitch: cfg.KillSwitch, Sunset: cfg.Sunset, Policy: livePolicy(gate),
 			SunsetWarn: cfg.SunsetWarn, ReportWindow: cfg.ReportWindow, Reload: reloadFunc(rl)})}
 	web, ws := schemes(tl.mcp)
 	adminWeb := ""
@@ -261,6 +261,7 @@ type server struct {
 	tls      *tlsSet
 	prm      *auth.ProtectedResource // nil: no OAuth protected-resource metadata
 	reload   *reload.Reloader
+	sunset   func() time.Time // the sunset in force (the work gate's, which a reload changes)
 	admin    http.Handler
 }
 
@@ -303,7 +304,7 @@ func (s *server) serve(ctx context.Context, ln, adminLn net.Listener, m *metrics
 	watchDone, hupDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(watchDone)
-		ops.WatchSunset(wctx, s.log, m, s.cfg.Sunset, s.cfg.SunsetWarn, time.Now)
+		ops.WatchSunset(wctx, s.log, m, s.sunset, s.cfg.SunsetWarn, time.Now)
 	}()
 	go func() {
 		defer close(hupDone)

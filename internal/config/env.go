@@ -66,7 +66,11 @@ func Diff(a, b *Config) []Change {
 		if reflect.DeepEqual(fa.Interface(), fb.Interface()) {
 			continue
 		}
-		out = append(out, Change{Key: f.key, From: shown(fa, f), To: shown(fb, f)})
+		c := Change{Key: f.key, From: shown(fa, f), To: shown(fb, f)}
+		if c.From == c.To { // a section changed inside: its fields may be secrets
+			c.To = "(changed)"
+		}
+		out = append(out, c)
 	}
 	return out
 }

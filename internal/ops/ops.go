@@ -45,10 +45,13 @@ type Options struct {
 	// returns the result to show and whether the reload was applied.
 	Reload func(ctx context.Context) (result any, ok bool)
 
-	Version      string
-	Upstream     string // shown on /status (never with credentials)
-	KillSwitch   bool
-	Sunset       time.Time
+	Version    string
+	Upstream   string // shown on /status (never with credentials)
+	KillSwitch bool
+	Sunset     time.Time
+	// Policy, when set, gives the kill switch and the sunset in force now (the work gate's
+	// policy, which a reload changes); KillSwitch and Sunset are then only the start values.
+	Policy       func() (killSwitch bool, sunset time.Time)
 	SunsetWarn   time.Duration
 	ReportWindow time.Duration
 }
@@ -258,28 +261,30 @@ func WaitIdle(ctx context.Context, quiet, tick time.Duration, busy func() bool) 
 }
 
 // WatchSunset keeps the sunset gauges current and logs a warning once a day from warn
-// before the sunset (and an error once a day after it) until ctx ends. It blocks; run it
-// on a goroutine the caller waits for.
-func WatchSunset(ctx context.Context, log zerolog.Logger, m *metrics.Metrics, sunset time.Time, warn time.Duration, now func() time.Time) {
-	if sunset.IsZero() {
-		m.SetSunset(sunset)
-		return
-	}
-	var lastDay int = 1 << 30
+// before the sunset (and an error once a day after it) until ctx ends. sunset is read on
+// every round (hourly), so a reload that moves or sets it is followed; zero: none. It
+// blocks; run it on a goroutine the caller waits for.
+func WatchSunset(ctx context.Context, log zerolog.Logger, m *metrics.Metrics, sunset func() time.Time, warn time.Duration, now func() time.Time) {
+	var (
+		lastDay    = 1 << 30
+		lastSunset time.Time
+	)
 	tick := time.NewTicker(time.Hour)
 	defer tick.Stop()
 	for {
-		t := now()
-		m.SetSunset(sunset)
-		days := metrics.DaysUntil(sunset, t)
-		if days != lastDay {
+		t, sun := now(), sunset()
+		m.SetSunset(sun)
+		if !sun.Equal(lastSunset) {
+			lastSunset, lastDay = sun, 1<<30
+		}
+		if days := metrics.DaysUntil(sun, t); !sun.IsZero() && days != lastDay {
 			lastDay = days
 			switch {
-			case !t.Before(sunset):
-				log.Error().Str("sunset", sunset.Format(time.DateOnly)).Int("daysPast", -days).
+			case !t.Before(sun):
+				log.Error().Str("sunset", sun.Format(time.DateOnly)).Int("daysPast", -days).
 					Msg("the 2025-11-25 experimental tasks API is retired: new legacy tasks are refused; existing tasks are served until their ttl")
-			case sunset.Sub(t) <= warn:
-				log.Warn().Str("sunset", sunset.Format(time.DateOnly)).Int("daysLeft", days).
+			case sun.Sub(t) <= warn:
+				log.Warn().Str("sunset", sun.Format(time.DateOnly)).Int("daysLeft", days).
 					Msg("sunset approaching: new legacy task creation will be refused from this date; see taskbridge report for the clients still using it")
 			}
 		}

@@ -34,21 +34,25 @@ type replicaData struct {
 
 func (s *server) data(r *http.Request) statusData {
 	now := s.o.Now()
+	killSwitch, sunset := s.o.KillSwitch, s.o.Sunset
+	if s.o.Policy != nil {
+		killSwitch, sunset = s.o.Policy() // what a reload made of them
+	}
 	d := statusData{Version: s.o.Version, Upstream: redact.URL(s.o.Upstream), Draining: s.o.Drain.Draining(),
-		KillSwitch: s.o.KillSwitch, Checks: s.checks(r.Context()),
+		KillSwitch: killSwitch, Checks: s.checks(r.Context()),
 		Decisions: s.o.Metrics.Values("fallback_decisions_total"),
 		Replica:   replicaData{InflightRequests: s.o.Inflight.Count()}}
 	if s.o.ActiveTasks != nil {
 		d.Replica.TrackedTasks = s.o.ActiveTasks()
 	}
-	if !s.o.Sunset.IsZero() {
-		d.SunsetPast = !now.Before(s.o.Sunset)
+	if !sunset.IsZero() {
+		d.SunsetPast = !now.Before(sunset)
 		if d.SunsetPast {
-			d.DaysPast = int(now.Sub(s.o.Sunset) / (24 * time.Hour))
+			d.DaysPast = int(now.Sub(sunset) / (24 * time.Hour))
 		}
-		d.SunsetSoon = !d.SunsetPast && s.o.Sunset.Sub(now) <= s.o.SunsetWarn
+		d.SunsetSoon = !d.SunsetPast && sunset.Sub(now) <= s.o.SunsetWarn
 	}
-	rep, err := BuildReport(r.Context(), s.o.Store, now, s.o.ReportWindow, s.o.Sunset)
+	rep, err := BuildReport(r.Context(), s.o.Store, now, s.o.ReportWindow, sunset)
 	if err != nil {
 		s.o.Logger.Warn().Err(err).Msg("status: report failed")
 		d.Error = "the store did not answer; the report is unavailable"
