@@ -16,6 +16,7 @@ import (
 	"github.com/taskbridge/taskbridge/bridge"
 	"github.com/taskbridge/taskbridge/internal/fixture"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -109,7 +110,7 @@ func TestBackpressure(t *testing.T) {
 		t.Errorf("the store holds %d task records, want the %d admitted", len(recs), n)
 	}
 	for _, r := range recs {
-		if r.Outcome == store.OutcomeUnknown || r.UpstreamTaskID == "" {
+		if r.Outcome == record.OutcomeUnknown || r.UpstreamTaskID == "" {
 			t.Errorf("record %s: outcome %s, upstream id %q", r.ID, r.Outcome, r.UpstreamTaskID)
 		}
 	}

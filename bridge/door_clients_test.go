@@ -28,6 +28,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/legacyclient"
 	"github.com/taskbridge/taskbridge/legacy"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/sep2663"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/sqlite"
@@ -54,12 +55,12 @@ type tableUpstream struct {
 	done    map[string]chan struct{}
 }
 
-func (u *tableUpstream) Initialize(context.Context, *store.Session, json.RawMessage) (json.RawMessage, error) {
+func (u *tableUpstream) Initialize(context.Context, *record.Session, json.RawMessage) (json.RawMessage, error) {
 	return json.RawMessage(`{"protocolVersion":"2025-11-25","serverInfo":{"name":"table-legacy","version":"1"},` +
 		`"capabilities":{"tools":{},"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}}}`), nil
 }
 
-func (u *tableUpstream) Serve(ctx context.Context, _ *store.Session, req *jsonrpc.Message, _ legacy.Stream) (json.RawMessage, error) {
+func (u *tableUpstream) Serve(ctx context.Context, _ *record.Session, req *jsonrpc.Message, _ legacy.Stream) (json.RawMessage, error) {
 	id := gjson.GetBytes(req.Params, "taskId").Str
 	switch req.Method {
 	case "tools/list":
@@ -125,9 +126,9 @@ func (u *tableUpstream) count() int {
 	return u.created
 }
 
-func (u *tableUpstream) Notify(context.Context, *store.Session, *jsonrpc.Message)  {}
-func (u *tableUpstream) Respond(context.Context, *store.Session, *jsonrpc.Message) {}
-func (u *tableUpstream) Closed(context.Context, *store.Session)                    {}
+func (u *tableUpstream) Notify(context.Context, *record.Session, *jsonrpc.Message)  {}
+func (u *tableUpstream) Respond(context.Context, *record.Session, *jsonrpc.Message) {}
+func (u *tableUpstream) Closed(context.Context, *record.Session)                    {}
 
 // tableOpts are a harness's settings.
 type tableOpts struct {

@@ -17,7 +17,7 @@ import (
 	"github.com/taskbridge/taskbridge/fallback"
 	"github.com/taskbridge/taskbridge/internal/fixture"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
-	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/record"
 )
 
 // decisions counts OnDecision calls by "kind/reason".
@@ -87,7 +87,7 @@ func TestHostedTaskCompletes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Mode != store.ModeHost || rec.Outcome != store.OutcomeSucceeded {
+	if rec.Mode != record.ModeHost || rec.Outcome != record.OutcomeSucceeded {
 		t.Errorf("record mode %s outcome %s, want host/succeeded", rec.Mode, rec.Outcome)
 	}
 	if n := e.fx.Stats().Executions["slow_compute"]; n != 1 {
@@ -208,10 +208,10 @@ func TestHostedCancelAbortsTheCall(t *testing.T) {
 	}
 	waitFor(t, "the outcome", func() bool {
 		rec, err := e.st.GetTask(context.Background(), tid)
-		return err == nil && rec.Outcome != store.OutcomePending
+		return err == nil && rec.Outcome != record.OutcomePending
 	})
 	rec, _ := e.st.GetTask(context.Background(), tid)
-	if rec.Status != store.StatusCancelled || rec.Outcome != store.OutcomeUnknown {
+	if rec.Status != record.StatusCancelled || rec.Outcome != record.OutcomeUnknown {
 		t.Errorf("after cancel: status %s outcome %s (%s), want cancelled/unknown", rec.Status, rec.Outcome, rec.OutcomeDetail)
 	}
 }
@@ -256,7 +256,7 @@ func TestHostedShutdownLeavesUnknown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Status != store.StatusFailed || rec.Outcome != store.OutcomeUnknown || !strings.Contains(rec.StatusMessage, "unknown") {
+	if rec.Status != record.StatusFailed || rec.Outcome != record.OutcomeUnknown || !strings.Contains(rec.StatusMessage, "unknown") {
 		t.Errorf("after shutdown: %s/%s %q, want failed/unknown", rec.Status, rec.Outcome, rec.StatusMessage)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/redact"
 	"github.com/taskbridge/taskbridge/mapping"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/sep2663"
 	"github.com/taskbridge/taskbridge/store"
 )
@@ -50,7 +51,7 @@ type hostRun struct {
 // hostTask serves a task-augmented tools/call the bridge hosts: the durable record first,
 // then the job queued, then the CreateTaskResult; a worker makes the synchronous upstream
 // call in the background and keeps the result.
-func (b *Bridge) hostTask(ctx context.Context, sess *store.Session, req *jsonrpc.Message, task gjson.Result) (json.RawMessage, error) {
+func (b *Bridge) hostTask(ctx context.Context, sess *record.Session, req *jsonrpc.Message, task gjson.Result) (json.RawMessage, error) {
 	own, ok := b.callerOwner(ctx, sess)
 	if !ok {
 		return nil, errTaskNotFound
@@ -70,7 +71,7 @@ func (b *Bridge) hostTask(ctx context.Context, sess *store.Session, req *jsonrpc
 	if err != nil {
 		return nil, err
 	}
-	rec.Mode = store.ModeHost
+	rec.Mode = record.ModeHost
 	rec.StatusMessage = msgHostQueued
 	rec.IdempotencyKey = key
 	if key != "" {
@@ -112,7 +113,7 @@ func (b *Bridge) hostTask(ctx context.Context, sess *store.Session, req *jsonrpc
 		}
 		return nil, fmt.Errorf("store hosted task: %w", err)
 	}
-	b.cfg.Metrics.TaskCreated(string(store.ModeHost))
+	b.cfg.Metrics.TaskCreated(string(record.ModeHost))
 	deadline := time.Now().Add(b.cfg.CreateTimeout)
 	if exp, ok := rec.ExpiresAt(); ok {
 		deadline = exp
@@ -154,8 +155,8 @@ func (b *Bridge) hostWorker() {
 			for {
 				select {
 				case job := <-b.fb.jobs:
-					b.finishHosted(job.id, func(r *store.Task) {
-						r.Status, r.StatusMessage, r.Outcome = store.StatusFailed, msgHostNotRun, store.OutcomeFailed
+					b.finishHosted(job.id, func(r *record.Task) {
+						r.Status, r.StatusMessage, r.Outcome = record.StatusFailed, msgHostNotRun, record.OutcomeFailed
 						r.Error = mustJSON(jsonrpc.NewError(jsonrpc.CodeUpstream, msgHostNotRun).
 							WithData(map[string]any{"retryable": true, "outcome": "failed"}))
 					}, true)
@@ -191,10 +192,10 @@ func (b *Bridge) runHosted(job *hostJob) {
 		return
 	}
 	if rec.Status.Terminal() { // cancelled while queued: it never ran
-		b.finishHosted(job.id, func(r *store.Task) { r.Outcome, r.OutcomeDetail = store.OutcomeCancelled, "cancelled before it ran" }, true)
+		b.finishHosted(job.id, func(r *record.Task) { r.Outcome, r.OutcomeDetail = record.OutcomeCancelled, "cancelled before it ran" }, true)
 		return
 	}
-	_, _ = b.updateRecord(ctx, rec, func(r *store.Task) bool {
+	_, _ = b.updateRecord(ctx, rec, func(r *record.Task) bool {
 		if r.Status.Terminal() {
 			return false
 		}
@@ -208,18 +209,18 @@ func (b *Bridge) runHosted(job *hostJob) {
 		b.adoptUpstreamTask(job.id, oc.Task, sess)
 		b.finishHosted(job.id, nil, false)
 	case err == nil && oc.Kind == sep2663.KindComplete:
-		b.finishHosted(job.id, func(r *store.Task) { b.hostedResult(r, oc.Result) }, true)
+		b.finishHosted(job.id, func(r *record.Task) { b.hostedResult(r, oc.Result) }, true)
 	case err == nil: // input_required: nobody is on a stream to ask
-		b.finishHosted(job.id, func(r *store.Task) { hostedInputRequired(r) }, true)
+		b.finishHosted(job.id, func(r *record.Task) { hostedInputRequired(r) }, true)
 	default:
-		b.finishHosted(job.id, func(r *store.Task) { b.hostedError(r, ctx, err) }, true)
+		b.finishHosted(job.id, func(r *record.Task) { b.hostedError(r, ctx, err) }, true)
 	}
 }
 
 // finishHosted applies fn to the record (when non-nil), pushes the status change, and wakes
 // tasks/result callers. A record already terminal (cancelled meanwhile) keeps its status:
 // fn's outcome is recorded only (when apply says so).
-func (b *Bridge) finishHosted(id string, fn func(*store.Task), apply bool) {
+func (b *Bridge) finishHosted(id string, fn func(*record.Task), apply bool) {
 	defer func() {
 		b.fb.mu.Lock()
 		run := b.fb.running[id]
@@ -240,9 +241,9 @@ func (b *Bridge) finishHosted(id string, fn func(*store.Task), apply bool) {
 		return
 	}
 	before := rec.Status
-	rec, err = b.updateRecord(ctx, rec, func(r *store.Task) bool {
+	rec, err = b.updateRecord(ctx, rec, func(r *record.Task) bool {
 		if r.Status.Terminal() {
-			if r.Outcome != store.OutcomePending {
+			if r.Outcome != record.OutcomePending {
 				return false
 			}
 			c := *r
@@ -267,10 +268,10 @@ func (b *Bridge) finishHosted(id string, fn func(*store.Task), apply bool) {
 
 // hostedResult records the upstream's synchronous CallToolResult (isError:true → failed
 // with the result kept, as 2025-11-25 means it).
-func (b *Bridge) hostedResult(r *store.Task, result json.RawMessage) {
+func (b *Bridge) hostedResult(r *record.Task, result json.RawMessage) {
 	obs, err := mapping.Observe(&sep2663.DetailedTask{Task: sep2663.Task{Status: sep2663.StatusCompleted}, Result: result})
 	if err != nil {
-		r.Status, r.Outcome, r.StatusMessage = store.StatusFailed, store.OutcomeUnknown, "The upstream answered with an unreadable result."
+		r.Status, r.Outcome, r.StatusMessage = record.StatusFailed, record.OutcomeUnknown, "The upstream answered with an unreadable result."
 		return
 	}
 	applyObservation(r, obs)
@@ -279,34 +280,34 @@ func (b *Bridge) hostedResult(r *store.Task, result json.RawMessage) {
 // hostedError records a failed upstream call: a JSON-RPC error is a known failure; a
 // refused connection means the tool never ran; anything else (a cut connection, the bridge
 // shutting down, the ttl) leaves the outcome unknown, and it is never retried.
-func (b *Bridge) hostedError(r *store.Task, ctx context.Context, err error) {
-	r.Status = store.StatusFailed
+func (b *Bridge) hostedError(r *record.Task, ctx context.Context, err error) {
+	r.Status = record.StatusFailed
 	var je *jsonrpc.Error
 	switch {
 	case errors.As(err, &je):
-		r.Outcome, r.Error = store.OutcomeFailed, mustJSON(je)
+		r.Outcome, r.Error = record.OutcomeFailed, mustJSON(je)
 		r.StatusMessage = mapping.SanitizeStatusMessage(je.Message)
 		return
 	case errors.Is(err, syscall.ECONNREFUSED):
-		r.Outcome = store.OutcomeFailed
+		r.Outcome = record.OutcomeFailed
 		r.StatusMessage = "The upstream refused the connection; the tool did not run."
 	case b.ctx.Err() != nil:
-		r.Outcome, r.StatusMessage = store.OutcomeUnknown, msgHostShutdown
+		r.Outcome, r.StatusMessage = record.OutcomeUnknown, msgHostShutdown
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		r.Outcome, r.StatusMessage = store.OutcomeUnknown, msgHostTTL
+		r.Outcome, r.StatusMessage = record.OutcomeUnknown, msgHostTTL
 	case errors.Is(ctx.Err(), context.Canceled):
-		r.Outcome, r.StatusMessage = store.OutcomeUnknown, "The call was aborted while in flight; whether the tool ran is unknown."
+		r.Outcome, r.StatusMessage = record.OutcomeUnknown, "The call was aborted while in flight; whether the tool ran is unknown."
 	default:
-		r.Outcome, r.StatusMessage = store.OutcomeUnknown, "The upstream did not answer; whether the tool ran is unknown."
+		r.Outcome, r.StatusMessage = record.OutcomeUnknown, "The upstream did not answer; whether the tool ran is unknown."
 	}
 	r.Error = mustJSON(jsonrpc.NewError(jsonrpc.CodeUpstream, r.StatusMessage).
-		WithData(map[string]any{"retryable": r.Outcome == store.OutcomeFailed, "outcome": string(r.Outcome)}))
+		WithData(map[string]any{"retryable": r.Outcome == record.OutcomeFailed, "outcome": string(r.Outcome)}))
 }
 
 // hostedInputRequired fails a hosted call whose tool asked for input before running
 // (2026-07-28 MRTR): a hosted task has no request stream to ask the client on.
-func hostedInputRequired(r *store.Task) {
-	r.Status, r.Outcome = store.StatusFailed, store.OutcomeFailed
+func hostedInputRequired(r *record.Task) {
+	r.Status, r.Outcome = record.StatusFailed, record.OutcomeFailed
 	r.StatusMessage = "The tool asked for input, which a bridge-hosted task cannot relay; the tool did not run. Call it without params.task."
 	r.Error = mustJSON(jsonrpc.NewError(fallback.CodeTaskUnavailable, r.StatusMessage).
 		WithData(map[string]any{"retryable": false, "outcome": "failed", "retryWithoutTask": true}))
@@ -314,15 +315,15 @@ func hostedInputRequired(r *store.Task) {
 
 // adoptUpstreamTask turns a hosted record into a translated one when the upstream answered
 // with a task after all (it gained the extension since discover): the tracker takes over.
-func (b *Bridge) adoptUpstreamTask(id string, t *sep2663.Task, sess *store.Session) {
+func (b *Bridge) adoptUpstreamTask(id string, t *sep2663.Task, sess *record.Session) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.StatusTimeout)
 	defer cancel()
 	rec, err := b.st.GetTask(ctx, id)
 	if err != nil {
 		return
 	}
-	rec, err = b.updateRecord(ctx, rec, func(r *store.Task) bool {
-		r.Mode, r.UpstreamTaskID = store.ModeTranslate, t.TaskID
+	rec, err = b.updateRecord(ctx, rec, func(r *record.Task) bool {
+		r.Mode, r.UpstreamTaskID = record.ModeTranslate, t.TaskID
 		if t.PollIntervalMs != nil {
 			r.UpstreamPollMs = *t.PollIntervalMs
 		}
@@ -336,7 +337,7 @@ func (b *Bridge) adoptUpstreamTask(id string, t *sep2663.Task, sess *store.Sessi
 		b.log.Error().Err(err).Str("task", id).Msg("hosted task: adopt upstream task")
 		return
 	}
-	if rec.Status == store.StatusCancelled {
+	if rec.Status == record.StatusCancelled {
 		_ = b.up.CancelTask(ctx, t.TaskID, b.meta(sess))
 	}
 	b.track(rec)

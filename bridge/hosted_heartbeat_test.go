@@ -12,6 +12,7 @@ import (
 	"github.com/taskbridge/taskbridge/bridge"
 	"github.com/taskbridge/taskbridge/internal/fixture"
 	"github.com/taskbridge/taskbridge/internal/legacyclient"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/sep2663"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/postgres"
@@ -96,22 +97,22 @@ func TestHostedTaskOfDeadReplicaFailed(t *testing.T) {
 	ctx := context.Background()
 	stale := time.Now().Add(-time.Minute).UTC().Truncate(time.Millisecond)
 	ttl := int64(600_000)
-	mk := func(idSuffix string, last time.Time) *store.Task {
-		return &store.Task{ID: strings.Repeat("d", 31) + idSuffix, Owner: "session:" + c.SessionID(), SessionID: c.SessionID(),
-			RequestID: `"dead-` + idSuffix + `"`, Mode: store.ModeHost, Tool: "slow_compute",
-			ArgsHash: "x", Status: store.StatusWorking, StatusMessage: "Running", CreatedAt: stale, LastUpdatedAt: last,
-			TTLMs: &ttl, PollIntervalMs: 100, Outcome: store.OutcomePending}
+	mk := func(idSuffix string, last time.Time) *record.Task {
+		return &record.Task{ID: strings.Repeat("d", 31) + idSuffix, Owner: "session:" + c.SessionID(), SessionID: c.SessionID(),
+			RequestID: `"dead-` + idSuffix + `"`, Mode: record.ModeHost, Tool: "slow_compute",
+			ArgsHash: "x", Status: record.StatusWorking, StatusMessage: "Running", CreatedAt: stale, LastUpdatedAt: last,
+			TTLMs: &ttl, PollIntervalMs: 100, Outcome: record.OutcomePending}
 	}
 	dead := mk("1", stale)
 	// A beating record: created as long ago, but its replica refreshed it just now. It
 	// must survive the sweeps (its replica is alive, just not one of these two).
 	alive := mk("2", time.Now().UTC())
-	for _, r := range []*store.Task{dead, alive} {
+	for _, r := range []*record.Task{dead, alive} {
 		if err := sts[0].CreateTask(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var got *store.Task
+	var got *record.Task
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		var err error
 		if got, err = sts[1].GetTask(ctx, dead.ID); err != nil {
@@ -133,7 +134,7 @@ func TestHostedTaskOfDeadReplicaFailed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got.Status != store.StatusFailed || got.Outcome != store.OutcomeUnknown {
+	if got.Status != record.StatusFailed || got.Outcome != record.OutcomeUnknown {
 		t.Fatalf("dead replica's hosted task: status %s outcome %s, want failed/unknown", got.Status, got.Outcome)
 	}
 	res := call(t, c, "tasks/get", id(dead.ID))
@@ -144,7 +145,7 @@ func TestHostedTaskOfDeadReplicaFailed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Status != store.StatusWorking {
+	if a.Status != record.StatusWorking {
 		t.Fatalf("a hosted task with a fresh heartbeat was %s by the sweep, want working", a.Status)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -39,7 +40,7 @@ type cursor struct {
 
 var errBadCursor = jsonrpc.ErrInvalidParams.Wrapf("invalid cursor")
 
-func encodeCursor(t *store.Task) string {
+func encodeCursor(t *record.Task) string {
 	b, _ := json.Marshal(cursor{T: t.CreatedAt.UnixMilli(), I: t.ID})
 	return base64.RawURLEncoding.EncodeToString(b)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/redact"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/sep2663"
 	"github.com/taskbridge/taskbridge/store"
 )
@@ -37,7 +38,7 @@ func notStarted(err error) bool {
 // detached from ctx (its answer must reach the record even if the client hangs up) and
 // bounded by perCall; otherwise ctx bounds everything. The waits for the client's answers
 // end with ctx or after InputTimeout.
-func (b *Bridge) callTool(ctx context.Context, sess *store.Session, taskID string, params json.RawMessage, out legacy.Stream, perCall time.Duration) (*sep2663.CallToolOutcome, error) {
+func (b *Bridge) callTool(ctx context.Context, sess *record.Session, taskID string, params json.RawMessage, out legacy.Stream, perCall time.Duration) (*sep2663.CallToolOutcome, error) {
 	for range maxMRTRRounds {
 		cctx, cancel := ctx, context.CancelFunc(func() {})
 		if perCall > 0 {
@@ -70,7 +71,7 @@ type ask struct {
 
 // askClient sends each input request to the client as a server→client request on out and
 // waits for every answer (bounded by InputTimeout).
-func (b *Bridge) askClient(ctx context.Context, sess *store.Session, taskID string, reqs sep2663.InputRequests, out legacy.Stream) (sep2663.InputResponses, error) {
+func (b *Bridge) askClient(ctx context.Context, sess *record.Session, taskID string, reqs sep2663.InputRequests, out legacy.Stream) (sep2663.InputResponses, error) {
 	type pending struct {
 		id, key, method string
 		ch              chan *jsonrpc.Message
@@ -151,7 +152,7 @@ func withInputResponses(params json.RawMessage, answers sep2663.InputResponses, 
 }
 
 // declared reports whether the legacy client declared the capability an input needs.
-func declared(sess *store.Session, method string, params json.RawMessage) bool {
+func declared(sess *record.Session, method string, params json.RawMessage) bool {
 	caps := sess.ClientCapabilities
 	switch method {
 	case "elicitation/create":
@@ -181,7 +182,7 @@ func undeclaredInput(method string) *jsonrpc.Error {
 func (b *Bridge) relayInputs(ctx context.Context, t *tracker, inputs map[string]sep2663.InputRequest) {
 	rec := t.snapshot()
 	sess, _ := b.session(ctx, rec.SessionID)
-	var list []store.Input
+	var list []record.Input
 	for key, in := range inputs {
 		if !declared(sess, in.Method, in.Params) {
 			b.failUndeclared(ctx, t, sess, in.Method)
@@ -192,7 +193,7 @@ func (b *Bridge) relayInputs(ctx context.Context, t *tracker, inputs map[string]
 			b.failUndeclared(ctx, t, sess, in.Method)
 			return
 		}
-		list = append(list, store.Input{TaskID: rec.ID, Key: key, Method: method, Params: params})
+		list = append(list, record.Input{TaskID: rec.ID, Key: key, Method: method, Params: params})
 	}
 	if err := b.st.PutInputs(ctx, list); err != nil {
 		b.log.Error().Err(err).Str("task", rec.ID).Msg("store inputs")
@@ -201,15 +202,15 @@ func (b *Bridge) relayInputs(ctx context.Context, t *tracker, inputs map[string]
 	b.deliverInputs(ctx, t)
 }
 
-func (b *Bridge) failUndeclared(ctx context.Context, t *tracker, sess *store.Session, method string) {
+func (b *Bridge) failUndeclared(ctx context.Context, t *tracker, sess *record.Session, method string) {
 	msg := "The upstream asked for " + method + ", which this client did not declare; the task was stopped."
-	rec, err := t.update(ctx, func(r *store.Task) bool {
+	rec, err := t.update(ctx, func(r *record.Task) bool {
 		if r.Status.Terminal() {
 			return false
 		}
-		r.Status = store.StatusFailed
+		r.Status = record.StatusFailed
 		r.StatusMessage = msg
-		r.Outcome = store.OutcomeFailed
+		r.Outcome = record.OutcomeFailed
 		r.Error = mustJSON(jsonrpc.NewError(jsonrpc.CodeInternalError, msg).WithData(map[string]any{"retryable": false, "outcome": "failed"}))
 		r.LastUpdatedAt = b.cfg.Now().UTC()
 		return true
@@ -283,7 +284,7 @@ func (b *Bridge) deliverInputs(ctx context.Context, t *tracker) {
 // answerInput handles a client's response to a relayed input request. It is matched by the
 // JSON-RPC id the bridge issued (never by a related-task _meta the client claims), checked
 // against the task's owner, stored first-answer-wins, and forwarded with tasks/update.
-func (b *Bridge) answerInput(ctx context.Context, sess *store.Session, msg *jsonrpc.Message) {
+func (b *Bridge) answerInput(ctx context.Context, sess *record.Session, msg *jsonrpc.Message) {
 	id := msg.ID.String()
 	b.mu.Lock()
 	a := b.asks[id]
@@ -339,13 +340,13 @@ func (b *Bridge) answerInput(ctx context.Context, sess *store.Session, msg *json
 
 // askedHere reports whether sess (under the principal of this very request) is the one an
 // MRTR input request was sent to.
-func (b *Bridge) askedHere(ctx context.Context, sess *store.Session, a *ask) bool {
+func (b *Bridge) askedHere(ctx context.Context, sess *record.Session, a *ask) bool {
 	own, ok := b.callerOwner(ctx, sess)
 	return ok && sess.ID == a.session && own == a.owner
 }
 
 // forwardAnswer sends one answer upstream with tasks/update and records that it went.
-func (b *Bridge) forwardAnswer(ctx context.Context, rec *store.Task, key string, resp json.RawMessage) {
+func (b *Bridge) forwardAnswer(ctx context.Context, rec *record.Task, key string, resp json.RawMessage) {
 	sess, _ := b.session(ctx, rec.SessionID)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.CancelTimeout)
 	defer cancel()
@@ -362,7 +363,7 @@ func (b *Bridge) forwardAnswer(ctx context.Context, rec *store.Task, key string,
 
 // assignRequestID gives an input its delivery id: a fresh one (first=true), unless another
 // goroutine or replica delivered it first, whose id then stands (the store keeps the first).
-func (b *Bridge) assignRequestID(ctx context.Context, in store.Input) (id string, first bool) {
+func (b *Bridge) assignRequestID(ctx context.Context, in record.Input) (id string, first bool) {
 	id = newRequestID()
 	err := b.st.MarkInputDelivered(ctx, in.TaskID, in.Key, id, b.cfg.Now())
 	if err == nil {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
-	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/record"
 )
 
 // Per-principal limits (design §7): the request rate is the front door's (door_limit.go),
@@ -15,7 +15,7 @@ import (
 // capResult enforces MaxResultBytes on a record about to be written: a result or error
 // larger than the cap is dropped and the task fails with a clear error. The real outcome
 // (the operation may well have succeeded) is kept.
-func (b *Bridge) capResult(rec *store.Task) {
+func (b *Bridge) capResult(rec *record.Task) {
 	limit := b.cfg.MaxResultBytes
 	n := int64(max(len(rec.Result), len(rec.Error)))
 	if limit <= 0 || n <= limit {
@@ -23,7 +23,7 @@ func (b *Bridge) capResult(rec *store.Task) {
 	}
 	msg := fmt.Sprintf("The result (%d bytes) exceeds the bridge's limit of %d bytes; it was not kept.", n, limit)
 	rec.Result = nil
-	rec.Status = store.StatusFailed
+	rec.Status = record.StatusFailed
 	rec.StatusMessage = msg
 	rec.Error = mustJSON(jsonrpc.NewError(jsonrpc.CodeInternalError, msg).
 		WithData(map[string]any{"retryable": false, "outcome": string(rec.Outcome), "limit": "maxResultBytes"}))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/metrics"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -59,7 +60,7 @@ func newPeers(st store.Store) *peers {
 }
 
 // announce tells the other replicas that rec changed. Best effort: a failure is logged.
-func (b *Bridge) announce(ctx context.Context, rec *store.Task, statusChanged bool) {
+func (b *Bridge) announce(ctx context.Context, rec *record.Task, statusChanged bool) {
 	if b.peers == nil {
 		return
 	}
@@ -182,8 +183,8 @@ func (b *Bridge) beatHosted(ctx context.Context) {
 		if err != nil {
 			continue // finished and purged, or the store is down: the next beat retries
 		}
-		if _, err := b.updateRecord(ctx, rec, func(r *store.Task) bool {
-			if r.Status.Terminal() || r.Mode != store.ModeHost {
+		if _, err := b.updateRecord(ctx, rec, func(r *record.Task) bool {
+			if r.Status.Terminal() || r.Mode != record.ModeHost {
 				return false
 			}
 			r.LastUpdatedAt = b.cfg.Now().UTC()
@@ -207,8 +208,8 @@ func (b *Bridge) hostedHere(id string) bool {
 // younger one may still be in its create call elsewhere), or a hosted task not run here
 // whose heartbeat (LastUpdatedAt, see beatHosted) is older than hostLease: a hosted call
 // may legitimately run for as long as its ttl on a live replica, which keeps beating.
-func (b *Bridge) orphan(rec *store.Task) bool {
-	if rec.Status.Terminal() || (rec.Mode == store.ModeTranslate && rec.UpstreamTaskID != "") {
+func (b *Bridge) orphan(rec *record.Task) bool {
+	if rec.Status.Terminal() || (rec.Mode == record.ModeTranslate && rec.UpstreamTaskID != "") {
 		return false
 	}
 	if b.peers == nil {
@@ -216,9 +217,9 @@ func (b *Bridge) orphan(rec *store.Task) bool {
 	}
 	now := b.cfg.Now()
 	switch rec.Mode {
-	case store.ModeTranslate:
+	case record.ModeTranslate:
 		return now.Sub(rec.CreatedAt) > b.intentGrace()
-	case store.ModeHost:
+	case record.ModeHost:
 		return !b.hostedHere(rec.ID) && now.Sub(rec.LastUpdatedAt) > b.hostLease()
 	}
 	return false
@@ -226,18 +227,18 @@ func (b *Bridge) orphan(rec *store.Task) bool {
 
 // failOrphans marks orphaned intents failed with an unknown outcome. They are never
 // re-run: a retry with the same idempotency key is refused until reconciled.
-func (b *Bridge) failOrphans(ctx context.Context, recs []*store.Task) error {
+func (b *Bridge) failOrphans(ctx context.Context, recs []*record.Task) error {
 	for _, rec := range recs {
 		if !b.orphan(rec) {
 			continue
 		}
-		_, err := b.updateRecord(ctx, rec, func(r *store.Task) bool {
+		_, err := b.updateRecord(ctx, rec, func(r *record.Task) bool {
 			if !b.orphan(r) {
 				return false
 			}
-			r.Status = store.StatusFailed
+			r.Status = record.StatusFailed
 			r.StatusMessage = "The bridge stopped before the upstream answered; the outcome is unknown and the call was not retried."
-			r.Outcome = store.OutcomeUnknown
+			r.Outcome = record.OutcomeUnknown
 			r.Error = mustJSON(jsonrpc.NewError(jsonrpc.CodeInternalError, r.StatusMessage).
 				WithData(map[string]any{"retryable": false, "outcome": "unknown"}))
 			r.LastUpdatedAt = b.cfg.Now().UTC()
@@ -296,7 +297,7 @@ func (b *Bridge) peerChanged(ctx context.Context, id string, statusChanged bool)
 	b.mu.Lock()
 	t := b.trackers[id]
 	b.mu.Unlock()
-	if t != nil && t.adopt(rec) && rec.Status == store.StatusInputRequired {
+	if t != nil && t.adopt(rec) && rec.Status == record.StatusInputRequired {
 		b.deliverInputs(ctx, t)
 	}
 	if statusChanged && b.face.HasGetStream(rec.SessionID) {
@@ -336,7 +337,7 @@ func (b *Bridge) resync() {
 
 // adopt replaces the tracker's record with a newer one read from the store and wakes the
 // waiters. It reports whether it took rec.
-func (t *tracker) adopt(rec *store.Task) bool {
+func (t *tracker) adopt(rec *record.Task) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if rec.Version <= t.rec.Version {

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -25,7 +26,7 @@ var errRequestIDBusy = jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
 // earlierTask returns the task a repeated request id made, when rec (the new call's
 // record, not stored yet) is a retry of it: same tool and arguments, not expired. An
 // earlier task that does not qualify loses the request id, and ok is false.
-func (b *Bridge) earlierTask(ctx context.Context, rec *store.Task) (prev *store.Task, ok bool, err error) {
+func (b *Bridge) earlierTask(ctx context.Context, rec *record.Task) (prev *record.Task, ok bool, err error) {
 	prev, err = b.st.FindTaskByRequest(ctx, rec.SessionID, rec.RequestID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, false, nil
@@ -45,7 +46,7 @@ func (b *Bridge) earlierTask(ctx context.Context, rec *store.Task) (prev *store.
 
 // sameCall reports whether prev may answer a repeat of rec's request: the same tool and
 // arguments, and not expired.
-func (b *Bridge) sameCall(prev, rec *store.Task) bool {
+func (b *Bridge) sameCall(prev, rec *record.Task) bool {
 	if prev.Tool != rec.Tool || prev.ArgsHash != rec.ArgsHash {
 		return false
 	}
@@ -57,7 +58,7 @@ func (b *Bridge) sameCall(prev, rec *store.Task) bool {
 
 // racedRequest answers a create whose insert conflicted on the request id: the task of a
 // concurrent copy of the same call, or errRequestIDBusy when a different call took the id.
-func (b *Bridge) racedRequest(ctx context.Context, rec *store.Task) (*store.Task, error) {
+func (b *Bridge) racedRequest(ctx context.Context, rec *record.Task) (*record.Task, error) {
 	prev, err := b.st.FindTaskByRequest(ctx, rec.SessionID, rec.RequestID)
 	if err != nil {
 		return nil, err

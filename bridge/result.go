@@ -9,7 +9,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
-	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/record"
 )
 
 // CodeInputTimeout is taskbridge's code for "an input request went unanswered for too long";
@@ -26,7 +26,7 @@ type resultStream struct {
 
 // tasksResult blocks until the task is terminal, relaying the task's input requests on this
 // stream meanwhile, then answers with the stored payload.
-func (b *Bridge) tasksResult(ctx context.Context, sess *store.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
+func (b *Bridge) tasksResult(ctx context.Context, sess *record.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
 	id, err := taskIDParam(req)
 	if err != nil {
 		return nil, err
@@ -74,7 +74,7 @@ func (b *Bridge) tasksResult(ctx context.Context, sess *store.Session, req *json
 
 // awaitStored waits for a record no tracker here watches (another process or a hosted
 // task owns it) by re-reading the store.
-func (b *Bridge) awaitStored(ctx context.Context, rec *store.Task, out legacy.Stream) (json.RawMessage, error) {
+func (b *Bridge) awaitStored(ctx context.Context, rec *record.Task, out legacy.Stream) (json.RawMessage, error) {
 	tick := time.NewTicker(time.Duration(b.cfg.PollFloorMs) * time.Millisecond)
 	defer tick.Stop()
 	last := time.Now()
@@ -102,14 +102,14 @@ func (b *Bridge) awaitStored(ctx context.Context, rec *store.Task, out legacy.St
 }
 
 // payload is what tasks/result answers for a terminal record (design §3 table).
-func (b *Bridge) payload(rec *store.Task) (json.RawMessage, error) {
+func (b *Bridge) payload(rec *record.Task) (json.RawMessage, error) {
 	switch {
-	case rec.Status == store.StatusCompleted, rec.Status == store.StatusFailed && len(rec.Result) > 0:
+	case rec.Status == record.StatusCompleted, rec.Status == record.StatusFailed && len(rec.Result) > 0:
 		// completed, or failed by a tool error: the CallToolResult (isError:true) as a success.
 		return mapping.ResultForLegacy(rec.Result, rec.ID)
-	case rec.Status == store.StatusFailed && len(rec.Error) > 0:
+	case rec.Status == record.StatusFailed && len(rec.Error) > 0:
 		return nil, mapping.ErrorForLegacy(rec.Error, rec.Outcome, false)
-	case rec.Status == store.StatusFailed:
+	case rec.Status == record.StatusFailed:
 		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, orDefault(rec.StatusMessage, "task failed")).
 			WithData(map[string]any{"retryable": false, "outcome": string(rec.Outcome)})
 	default: // cancelled: 2025-11-25 leaves the answer open (spec issue #1956)

@@ -15,7 +15,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
-	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/record"
 )
 
 // Pass-through tasks/list for an upstream without it (issue 4): a 2025-11-25 server may
@@ -136,7 +136,7 @@ func (p *passThrough) observe(sessID string, s *legacy.Session, req *jsonrpc.Mes
 // count keeps the gate's ledger (the owner's unfinished tasks) in step with what passes: a
 // task created starts a count, a terminal tasks/get or tasks/cancel answer ends it. Unlike
 // observe it counts on every upstream, listing or not.
-func (p *passThrough) count(sess *store.Session, req *jsonrpc.Message, res json.RawMessage) {
+func (p *passThrough) count(sess *record.Session, req *jsonrpc.Message, res json.RawMessage) {
 	raw := gjson.ParseBytes(res)
 	if req.Method != "tasks/get" && req.Method != "tasks/cancel" {
 		if !gjson.GetBytes(req.Params, "task").Exists() {

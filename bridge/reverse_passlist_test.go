@@ -17,7 +17,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/legacyclient"
 	"github.com/taskbridge/taskbridge/legacy"
-	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store/sqlite"
 )
 
@@ -32,12 +32,12 @@ type noListUpstream struct {
 	lists int // tasks/list calls that reached it
 }
 
-func (u *noListUpstream) Initialize(ctx context.Context, sess *store.Session, params json.RawMessage) (json.RawMessage, error) {
+func (u *noListUpstream) Initialize(ctx context.Context, sess *record.Session, params json.RawMessage) (json.RawMessage, error) {
 	return json.RawMessage(`{"protocolVersion":"2025-11-25","serverInfo":{"name":"no-list","version":"1"},` +
 		`"capabilities":{"tools":{},"tasks":{"cancel":{},"requests":{"tools":{"call":{}}}}}}`), nil
 }
 
-func (u *noListUpstream) Serve(ctx context.Context, sess *store.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
+func (u *noListUpstream) Serve(ctx context.Context, sess *record.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.tasks[sess.ID] == nil {
@@ -81,9 +81,9 @@ func (u *noListUpstream) Serve(ctx context.Context, sess *store.Session, req *js
 	return nil, jsonrpc.ErrMethodNotFound.Wrapf("%s", req.Method)
 }
 
-func (u *noListUpstream) Notify(context.Context, *store.Session, *jsonrpc.Message)  {}
-func (u *noListUpstream) Respond(context.Context, *store.Session, *jsonrpc.Message) {}
-func (u *noListUpstream) Closed(context.Context, *store.Session)                    {}
+func (u *noListUpstream) Notify(context.Context, *record.Session, *jsonrpc.Message)  {}
+func (u *noListUpstream) Respond(context.Context, *record.Session, *jsonrpc.Message) {}
+func (u *noListUpstream) Closed(context.Context, *record.Session)                    {}
 
 // TestPassThroughSynthesizesTasksList: a legacy client in front of a legacy upstream
 // without tasks/list sees tasks.list advertised and gets its own session's tasks (ids and

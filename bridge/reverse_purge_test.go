@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskbridge/taskbridge/legacy"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/sqlite"
 )
@@ -25,7 +26,7 @@ func TestReversePurgesSessions(t *testing.T) {
 	defer st.Close()
 	now := time.Now()
 	for id, seen := range map[string]time.Time{"old": now.Add(-2 * time.Hour), "fresh": now} {
-		if err := st.CreateSession(ctx, &store.Session{ID: id, ProtocolVersion: "2025-11-25", CreatedAt: seen, LastSeenAt: seen}); err != nil {
+		if err := st.CreateSession(ctx, &record.Session{ID: id, ProtocolVersion: "2025-11-25", CreatedAt: seen, LastSeenAt: seen}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/auth"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -36,7 +37,7 @@ const maxIdempotencyKeyLen = 255
 // principal the front door authenticated for this very request (the request context).
 // false when they disagree (the face refuses that case already; this keeps the bridge safe
 // behind any face).
-func (b *Bridge) callerOwner(ctx context.Context, sess *store.Session) (string, bool) {
+func (b *Bridge) callerOwner(ctx context.Context, sess *record.Session) (string, bool) {
 	if auth.KeyFrom(ctx) != sess.Principal {
 		return "", false
 	}
@@ -44,7 +45,7 @@ func (b *Bridge) callerOwner(ctx context.Context, sess *store.Session) (string, 
 }
 
 // owns reports whether the caller may see rec.
-func (b *Bridge) owns(ctx context.Context, sess *store.Session, rec *store.Task) bool {
+func (b *Bridge) owns(ctx context.Context, sess *record.Session, rec *record.Task) bool {
 	own, ok := b.callerOwner(ctx, sess)
 	return ok && rec.Owner == own
 }
@@ -74,16 +75,16 @@ func idempotencyKey(ctx context.Context, req *jsonrpc.Message) (string, error) {
 const CodeOutcomeUnknown = -32004
 
 // replay answers a tools/call whose idempotency key (or request id) names an existing task.
-func (b *Bridge) replay(prev *store.Task, tool, hash string) ([]byte, error) {
+func (b *Bridge) replay(prev *record.Task, tool, hash string) ([]byte, error) {
 	if prev.Tool != tool || prev.ArgsHash != hash {
 		return nil, jsonrpc.ErrInvalidParams.Wrapf("idempotency key already used for a different call")
 	}
 	switch {
-	case prev.UpstreamTaskID == "" && prev.Mode == store.ModeTranslate && !prev.Status.Terminal():
+	case prev.UpstreamTaskID == "" && prev.Mode == record.ModeTranslate && !prev.Status.Terminal():
 		// Another request (here or on another replica) is still creating it.
 		return nil, jsonrpc.NewError(jsonrpc.CodeOverloaded, "a call with this idempotency key is still starting; retry shortly").
 			WithData(map[string]any{"taskId": prev.ID, "retryable": true})
-	case prev.UpstreamTaskID == "" && prev.Outcome == store.OutcomeUnknown:
+	case prev.UpstreamTaskID == "" && prev.Outcome == record.OutcomeUnknown:
 		return nil, jsonrpc.NewError(CodeOutcomeUnknown,
 			"the earlier call with this idempotency key may or may not have run (outcome unknown); it is not re-executed until an operator reconciles task "+prev.ID).
 			WithData(map[string]any{"taskId": prev.ID, "retryable": false, "outcome": "unknown"})
@@ -98,22 +99,22 @@ func (b *Bridge) replay(prev *store.Task, tool, hash string) ([]byte, error) {
 // ran=true means it did run: the outcome becomes succeeded and the key stays bound, so a
 // retry gets this task back. The protocol status never changes (a terminal status is
 // final); note is kept in OutcomeDetail for the audit trail.
-func Reconcile(ctx context.Context, st store.Store, taskID string, ran bool, note string, now time.Time) (*store.Task, error) {
+func Reconcile(ctx context.Context, st store.Store, taskID string, ran bool, note string, now time.Time) (*record.Task, error) {
 	for range 8 {
 		rec, err := st.GetTask(ctx, taskID)
 		if err != nil {
 			return nil, err
 		}
-		if rec.Outcome != store.OutcomeUnknown {
+		if rec.Outcome != record.OutcomeUnknown {
 			return nil, fmt.Errorf("task %s: outcome is %q, not unknown: nothing to reconcile", taskID, rec.Outcome)
 		}
 		if !rec.Status.Terminal() {
 			return nil, fmt.Errorf("task %s is still %s: wait until it ends", taskID, rec.Status)
 		}
 		verdict := "did not run"
-		rec.Outcome = store.OutcomeFailed
+		rec.Outcome = record.OutcomeFailed
 		if ran {
-			verdict, rec.Outcome = "ran", store.OutcomeSucceeded
+			verdict, rec.Outcome = "ran", record.OutcomeSucceeded
 		}
 		rec.OutcomeDetail = strings.TrimSpace(fmt.Sprintf("reconciled %s at %s: %s; %s",
 			verdict, now.UTC().Format(time.RFC3339), note, rec.OutcomeDetail))

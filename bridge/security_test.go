@@ -26,7 +26,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/fixture"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/legacyclient"
-	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/record"
 )
 
 const (
@@ -431,9 +431,9 @@ func TestUnknownIntentBlocksRetry(t *testing.T) {
 	// What a crash between the intent and the upstream reply leaves behind.
 	now := time.Now().UTC()
 	ttl := int64(60_000)
-	intent := &store.Task{ID: randomID(), Owner: owner, SessionID: alice.SessionID(), RequestID: "99", IdempotencyKey: "pay-1",
-		Origin: e.upURL, Mode: store.ModeTranslate, Tool: "slow_compute", ArgsHash: argsHashOf(`{"seconds":0}`),
-		Status: store.StatusWorking, CreatedAt: now, LastUpdatedAt: now, TTLMs: &ttl, PollIntervalMs: 100, Outcome: store.OutcomePending}
+	intent := &record.Task{ID: randomID(), Owner: owner, SessionID: alice.SessionID(), RequestID: "99", IdempotencyKey: "pay-1",
+		Origin: e.upURL, Mode: record.ModeTranslate, Tool: "slow_compute", ArgsHash: argsHashOf(`{"seconds":0}`),
+		Status: record.StatusWorking, CreatedAt: now, LastUpdatedAt: now, TTLMs: &ttl, PollIntervalMs: 100, Outcome: record.OutcomePending}
 	if err := e.st.CreateTask(ctx, intent); err != nil {
 		t.Fatal(err)
 	}
@@ -460,7 +460,7 @@ func TestUnknownIntentBlocksRetry(t *testing.T) {
 	}
 	waitStatus(t, alice, fresh, "completed")
 	rec, _ := e.st.GetTask(ctx, intent.ID)
-	if rec.Outcome != store.OutcomeFailed || !strings.Contains(rec.OutcomeDetail, "checked the payment log") {
+	if rec.Outcome != record.OutcomeFailed || !strings.Contains(rec.OutcomeDetail, "checked the payment log") {
 		t.Fatalf("reconciled record: outcome %s detail %q", rec.Outcome, rec.OutcomeDetail)
 	}
 	if _, err := bridge.Reconcile(ctx, e.st, intent.ID, true, "again", time.Now()); err == nil {
@@ -546,7 +546,7 @@ func TestTTLPurge(t *testing.T) {
 			t.Fatal(err)
 		}
 		if rec.Result == nil && rec.StatusMessage == "" {
-			if rec.Tool != "slow_compute" || rec.ArgsHash == "" || rec.Outcome != store.OutcomeSucceeded || rec.Owner == "" {
+			if rec.Tool != "slow_compute" || rec.ArgsHash == "" || rec.Outcome != record.OutcomeSucceeded || rec.Owner == "" {
 				t.Fatalf("audit part lost: %+v", rec)
 			}
 			break

@@ -12,6 +12,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/sep2663"
 	"github.com/taskbridge/taskbridge/store"
 )
@@ -30,7 +31,7 @@ func taskIDParam(req *jsonrpc.Message) (string, error) {
 }
 
 // load returns the caller's record for id, or errTaskNotFound.
-func (b *Bridge) load(ctx context.Context, sess *store.Session, id string) (*store.Task, error) {
+func (b *Bridge) load(ctx context.Context, sess *record.Session, id string) (*record.Task, error) {
 	rec, err := b.record(ctx, id)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
@@ -49,7 +50,7 @@ func (b *Bridge) load(ctx context.Context, sess *store.Session, id string) (*sto
 
 // record returns the freshest copy of a record this process has: a live tracker's, the
 // terminal cache's, or the store's.
-func (b *Bridge) record(ctx context.Context, id string) (*store.Task, error) {
+func (b *Bridge) record(ctx context.Context, id string) (*record.Task, error) {
 	b.mu.Lock()
 	t := b.trackers[id]
 	b.mu.Unlock()
@@ -81,7 +82,7 @@ func (b *Bridge) record(ctx context.Context, id string) (*store.Task, error) {
 
 // toolsCall routes tools/call: with params.task it creates a task, without it runs the
 // call synchronously (collapsing an upstream task if one comes back).
-func (b *Bridge) toolsCall(ctx context.Context, sess *store.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
+func (b *Bridge) toolsCall(ctx context.Context, sess *record.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
 	if gjson.GetBytes(req.Params, "name").Type != gjson.String {
 		return nil, jsonrpc.ErrInvalidParams.Wrapf("params.name must be a string")
 	}
@@ -92,7 +93,7 @@ func (b *Bridge) toolsCall(ctx context.Context, sess *store.Session, req *jsonrp
 
 // createTask serves a task-augmented tools/call: intent record first, then the upstream
 // call, then the record completed with what the upstream said, and only then the reply.
-func (b *Bridge) createTask(ctx context.Context, sess *store.Session, req *jsonrpc.Message, out legacy.Stream, task gjson.Result) (json.RawMessage, error) {
+func (b *Bridge) createTask(ctx context.Context, sess *record.Session, req *jsonrpc.Message, out legacy.Stream, task gjson.Result) (json.RawMessage, error) {
 	own, ok := b.callerOwner(ctx, sess)
 	if !ok {
 		return nil, errTaskNotFound
@@ -149,33 +150,33 @@ func (b *Bridge) createTask(ctx context.Context, sess *store.Session, req *jsonr
 		return nil, err
 	}
 	b.cfg.Metrics.TaskCreated(string(rec.Mode))
-	if rec.Mode == store.ModeTranslate && !finished(rec) {
+	if rec.Mode == record.ModeTranslate && !finished(rec) {
 		b.track(rec)
 	}
 	return createResult(rec)
 }
 
-func (b *Bridge) newRecord(sess *store.Session, req *jsonrpc.Message, task gjson.Result) *store.Task {
+func (b *Bridge) newRecord(sess *record.Session, req *jsonrpc.Message, task gjson.Result) *record.Task {
 	now := b.cfg.Now().UTC()
 	maxTTL := b.cfg.MaxTTLMs
 	if ttl := task.Get("ttl"); ttl.Type == gjson.Number && ttl.Int() > 0 && ttl.Int() < maxTTL {
 		maxTTL = ttl.Int()
 	}
-	rec := &store.Task{
+	rec := &record.Task{
 		ID:             newTaskID(),
 		Owner:          owner(sess),
 		SessionID:      sess.ID,
 		RequestID:      req.ID.Raw(),
 		Origin:         b.up.URL(),
-		Mode:           store.ModeTranslate,
+		Mode:           record.ModeTranslate,
 		Tool:           gjson.GetBytes(req.Params, "name").Str,
 		ArgsHash:       argsHash([]byte(gjson.GetBytes(req.Params, "arguments").Raw)),
-		Status:         store.StatusWorking,
+		Status:         record.StatusWorking,
 		CreatedAt:      now,
 		LastUpdatedAt:  now,
 		TTLMs:          &maxTTL,
 		PollIntervalMs: b.cfg.PollFloorMs,
-		Outcome:        store.OutcomePending,
+		Outcome:        record.OutcomePending,
 	}
 	if pt := gjson.GetBytes(req.Params, "_meta.progressToken"); pt.Exists() {
 		rec.ProgressToken = json.RawMessage(pt.Raw)
@@ -184,7 +185,7 @@ func (b *Bridge) newRecord(sess *store.Session, req *jsonrpc.Message, task gjson
 }
 
 // settleCreate writes what the upstream's tools/call answer means into the record.
-func (b *Bridge) settleCreate(ctx context.Context, rec *store.Task, oc *sep2663.CallToolOutcome) error {
+func (b *Bridge) settleCreate(ctx context.Context, rec *record.Task, oc *sep2663.CallToolOutcome) error {
 	switch oc.Kind {
 	case sep2663.KindTask:
 		rec.UpstreamTaskID = oc.Task.TaskID
@@ -200,7 +201,7 @@ func (b *Bridge) settleCreate(ctx context.Context, rec *store.Task, oc *sep2663.
 			applyObservation(rec, obs)
 		}
 	default: // KindComplete: the upstream answered synchronously; the record holds the result
-		rec.Mode = store.ModeComplete
+		rec.Mode = record.ModeComplete
 		obs, err := mapping.Observe(&sep2663.DetailedTask{
 			Task:   sep2663.Task{Status: sep2663.StatusCompleted},
 			Result: oc.Result,
@@ -221,8 +222,8 @@ func (b *Bridge) settleCreate(ctx context.Context, rec *store.Task, oc *sep2663.
 // failCreate records a failed upstream create call and returns the error for the client.
 // A transport failure after the request may have left leaves the outcome unknown; a
 // refused connection means the call never ran.
-func (b *Bridge) failCreate(ctx context.Context, rec *store.Task, err error) error {
-	rec.Status = store.StatusFailed
+func (b *Bridge) failCreate(ctx context.Context, rec *record.Task, err error) error {
+	rec.Status = record.StatusFailed
 	rec.LastUpdatedAt = b.cfg.Now().UTC()
 	var je *jsonrpc.Error
 	switch {
@@ -230,21 +231,21 @@ func (b *Bridge) failCreate(ctx context.Context, rec *store.Task, err error) err
 		// Asked before it started and never answered: a known "did not run". The
 		// idempotency key is released, so a retry with it starts afresh.
 		errors.As(err, &je)
-		rec.Outcome = store.OutcomeFailed
+		rec.Outcome = record.OutcomeFailed
 		rec.Error, _ = json.Marshal(je)
 		rec.StatusMessage = "The tool asked for input before it started and the client did not answer within input_timeout; the tool did not run."
 		defer b.releaseKey(ctx, rec)
 	case errors.As(err, &je):
-		rec.Outcome = store.OutcomeFailed
+		rec.Outcome = record.OutcomeFailed
 		rec.Error, _ = json.Marshal(je)
 		rec.StatusMessage = mapping.SanitizeStatusMessage(je.Message)
 	case errors.Is(err, syscall.ECONNREFUSED):
-		rec.Outcome = store.OutcomeFailed
+		rec.Outcome = record.OutcomeFailed
 		rec.StatusMessage = "The upstream refused the connection; the tool did not run."
 		je = jsonrpc.NewError(jsonrpc.CodeUpstream, upstreamClass(err)).
 			WithData(map[string]any{"retryable": true, "outcome": "failed"})
 	default:
-		rec.Outcome = store.OutcomeUnknown
+		rec.Outcome = record.OutcomeUnknown
 		rec.StatusMessage = "The upstream did not answer; whether the tool ran is unknown."
 		je = jsonrpc.NewError(jsonrpc.CodeUpstream, upstreamClass(err)).
 			WithData(map[string]any{"retryable": false, "outcome": "unknown"})
@@ -257,7 +258,7 @@ func (b *Bridge) failCreate(ctx context.Context, rec *store.Task, err error) err
 
 // releaseKey frees a failed record's idempotency key (the call did not run), so that a
 // retry with the same key starts a new call instead of replaying the failure.
-func (b *Bridge) releaseKey(ctx context.Context, rec *store.Task) {
+func (b *Bridge) releaseKey(ctx context.Context, rec *record.Task) {
 	if rec.IdempotencyKey == "" {
 		return
 	}
@@ -269,12 +270,12 @@ func (b *Bridge) releaseKey(ctx context.Context, rec *store.Task) {
 }
 
 // createResult renders the CreateTaskResult for a record.
-func createResult(rec *store.Task) (json.RawMessage, error) {
+func createResult(rec *record.Task) (json.RawMessage, error) {
 	return json.Marshal(legacy.CreateTaskResult{Task: mapping.TaskToLegacy(rec)})
 }
 
 // tasksGet returns the record, refreshed from upstream at most once per poll interval.
-func (b *Bridge) tasksGet(ctx context.Context, sess *store.Session, req *jsonrpc.Message) (json.RawMessage, error) {
+func (b *Bridge) tasksGet(ctx context.Context, sess *record.Session, req *jsonrpc.Message) (json.RawMessage, error) {
 	id, err := taskIDParam(req)
 	if err != nil {
 		return nil, err
@@ -290,7 +291,7 @@ func (b *Bridge) tasksGet(ctx context.Context, sess *store.Session, req *jsonrpc
 }
 
 // tasksList lists the caller's tasks, newest first, with an opaque keyset cursor.
-func (b *Bridge) tasksList(ctx context.Context, sess *store.Session, req *jsonrpc.Message) (json.RawMessage, error) {
+func (b *Bridge) tasksList(ctx context.Context, sess *record.Session, req *jsonrpc.Message) (json.RawMessage, error) {
 	var after *store.Cursor
 	if c := gjson.GetBytes(req.Params, "cursor"); c.Exists() {
 		if c.Type != gjson.String {
@@ -336,7 +337,7 @@ func (b *Bridge) tasksList(ctx context.Context, sess *store.Session, req *jsonrp
 
 // tasksCancel makes the record cancelled before replying (2025-11-25 semantics), sends the
 // upstream tasks/cancel, and keeps watching upstream to record the real outcome.
-func (b *Bridge) tasksCancel(ctx context.Context, sess *store.Session, req *jsonrpc.Message) (json.RawMessage, error) {
+func (b *Bridge) tasksCancel(ctx context.Context, sess *record.Session, req *jsonrpc.Message) (json.RawMessage, error) {
 	id, err := taskIDParam(req)
 	if err != nil {
 		return nil, err
@@ -361,13 +362,13 @@ func (b *Bridge) tasksCancel(ctx context.Context, sess *store.Session, req *json
 			b.log.Warn().Err(err).Str("task", rec.ID).Msg("upstream tasks/cancel failed; still watching")
 		}
 	}
-	var already store.Status
-	cancelled := func(r *store.Task) bool {
+	var already record.Status
+	cancelled := func(r *record.Task) bool {
 		if r.Status.Terminal() {
 			already = r.Status
 			return false
 		}
-		r.Status = store.StatusCancelled
+		r.Status = record.StatusCancelled
 		r.StatusMessage = "The task was cancelled by request."
 		r.LastUpdatedAt = b.cfg.Now().UTC()
 		return true
@@ -382,20 +383,20 @@ func (b *Bridge) tasksCancel(ctx context.Context, sess *store.Session, req *json
 		return nil, err
 	}
 	// A poll that saw the upstream's cancel first is this very cancel taking effect.
-	if already != "" && already != store.StatusCancelled {
+	if already != "" && already != record.StatusCancelled {
 		return nil, cannotCancel(already)
 	}
 	b.cancelHosted(rec.ID) // a bridge-hosted task: abort its in-flight upstream call
 	return json.Marshal(mapping.TaskToLegacy(rec))
 }
 
-func cannotCancel(s store.Status) error {
+func cannotCancel(s record.Status) error {
 	return jsonrpc.NewError(jsonrpc.CodeInvalidParams, fmt.Sprintf("Cannot cancel task: already in terminal status '%s'", s))
 }
 
 // updateRecord applies fn to a record with compare-and-swap, re-reading on conflict. fn
 // returns false to leave the record as it is.
-func (b *Bridge) updateRecord(ctx context.Context, rec *store.Task, fn func(*store.Task) bool) (*store.Task, error) {
+func (b *Bridge) updateRecord(ctx context.Context, rec *record.Task, fn func(*record.Task) bool) (*record.Task, error) {
 	for range 8 {
 		c := *rec
 		if !fn(&c) {
@@ -433,12 +434,12 @@ func withoutKey(obj json.RawMessage, key string) (json.RawMessage, error) {
 
 // finished reports whether a record needs no more watching: terminal, and its real
 // outcome known.
-func finished(rec *store.Task) bool {
-	return rec.Status.Terminal() && rec.Outcome != store.OutcomePending
+func finished(rec *record.Task) bool {
+	return rec.Status.Terminal() && rec.Outcome != record.OutcomePending
 }
 
 // applyObservation copies an upstream observation into a record.
-func applyObservation(rec *store.Task, obs mapping.Observation) {
+func applyObservation(rec *record.Task, obs mapping.Observation) {
 	rec.Status = obs.Status
 	rec.StatusMessage = obs.StatusMessage
 	if obs.Status.Terminal() {

@@ -7,6 +7,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -22,28 +23,28 @@ const terminalCacheSize = 4096
 //
 // Safe for concurrent use (the LRU locks).
 type terminalCache struct {
-	c *lru.Cache[string, *store.Task]
+	c *lru.Cache[string, *record.Task]
 }
 
 func newTerminalCache() *terminalCache {
-	c, _ := lru.New[string, *store.Task](terminalCacheSize) // only a size <= 0 fails
+	c, _ := lru.New[string, *record.Task](terminalCacheSize) // only a size <= 0 fails
 	return &terminalCache{c: c}
 }
 
 // Add caches a payload-free copy of rec.
-func (tc *terminalCache) Add(id string, rec *store.Task) {
+func (tc *terminalCache) Add(id string, rec *record.Task) {
 	c := *rec
 	c.Result, c.Error = nil, nil
 	tc.c.Add(id, &c)
 }
 
 // Get returns the cached record (without its payload) or false.
-func (tc *terminalCache) Get(id string) (*store.Task, bool) { return tc.c.Get(id) }
+func (tc *terminalCache) Get(id string) (*record.Task, bool) { return tc.c.Get(id) }
 
 // terminalPayload answers tasks/result for a finished record the caller may see (load
 // checked owner and ttl). A record without its payload (from the cache) is read again
 // from the store, which holds the payload until the ttl purge.
-func (b *Bridge) terminalPayload(ctx context.Context, rec *store.Task) (json.RawMessage, error) {
+func (b *Bridge) terminalPayload(ctx context.Context, rec *record.Task) (json.RawMessage, error) {
 	if len(rec.Result) == 0 && len(rec.Error) == 0 {
 		full, err := b.st.GetTask(ctx, rec.ID)
 		if errors.Is(err, store.ErrNotFound) {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/mapping"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/sep2663"
-	"github.com/taskbridge/taskbridge/store"
 )
 
 // tracker watches one upstream task for this process: it polls upstream tasks/get (one
@@ -25,7 +25,7 @@ type tracker struct {
 	id string
 
 	mu       sync.Mutex
-	rec      *store.Task   // latest record; replaced, never mutated in place
+	rec      *record.Task  // latest record; replaced, never mutated in place
 	lastPoll time.Time     // start of the last upstream poll
 	polling  chan struct{} // non-nil while a poll is in flight; closed when it ends
 	changed  chan struct{} // closed and replaced on every record change
@@ -46,8 +46,8 @@ type tracker struct {
 
 // track returns the tracker for a record that still needs watching, starting it if
 // needed; nil for records that do not (finished, not upstream-backed, or closing).
-func (b *Bridge) track(rec *store.Task) *tracker {
-	if finished(rec) || rec.Mode != store.ModeTranslate || rec.UpstreamTaskID == "" {
+func (b *Bridge) track(rec *record.Task) *tracker {
+	if finished(rec) || rec.Mode != record.ModeTranslate || rec.UpstreamTaskID == "" {
 		return nil
 	}
 	b.mu.Lock()
@@ -67,7 +67,7 @@ func (b *Bridge) track(rec *store.Task) *tracker {
 	return t
 }
 
-func (t *tracker) snapshot() *store.Task {
+func (t *tracker) snapshot() *record.Task {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c := *t.rec
@@ -149,7 +149,7 @@ func (t *tracker) retire() {
 
 // refresh returns the record, polling upstream first when the last poll is older than the
 // interval. Concurrent callers share one poll (coalescing).
-func (t *tracker) refresh(ctx context.Context) *store.Task {
+func (t *tracker) refresh(ctx context.Context) *record.Task {
 	t.mu.Lock()
 	if finished(t.rec) {
 		c := *t.rec
@@ -254,15 +254,15 @@ func (t *tracker) fault(ctx context.Context, err error) {
 		return
 	}
 	msg := fmt.Sprintf("The upstream answered %d invalid replies to tasks/get in a row; the bridge stopped watching the task and its outcome is unknown.", n)
-	t.update(ctx, func(r *store.Task) bool {
+	t.update(ctx, func(r *record.Task) bool {
 		if r.Status.Terminal() {
-			if r.Outcome == store.OutcomePending {
-				r.Outcome, r.OutcomeDetail = store.OutcomeUnknown, msg
+			if r.Outcome == record.OutcomePending {
+				r.Outcome, r.OutcomeDetail = record.OutcomeUnknown, msg
 				return true
 			}
 			return false
 		}
-		r.Status, r.StatusMessage, r.Outcome = store.StatusFailed, msg, store.OutcomeUnknown
+		r.Status, r.StatusMessage, r.Outcome = record.StatusFailed, msg, record.OutcomeUnknown
 		r.Error = mustJSON(jsonrpc.NewError(jsonrpc.CodeUpstream, msgUpstreamInvalid).
 			WithData(map[string]any{"retryable": false, "outcome": "unknown"}))
 		r.LastUpdatedAt = t.b.cfg.Now().UTC()
@@ -274,7 +274,7 @@ func (t *tracker) fault(ctx context.Context, err error) {
 func (t *tracker) observe(ctx context.Context, dt *sep2663.DetailedTask, obs mapping.Observation) {
 	var inputs map[string]sep2663.InputRequest
 	changed := false
-	_, err := t.update(ctx, func(r *store.Task) bool {
+	_, err := t.update(ctx, func(r *record.Task) bool {
 		changed = false
 		if dt.PollIntervalMs != nil && *dt.PollIntervalMs != r.UpstreamPollMs {
 			r.UpstreamPollMs = *dt.PollIntervalMs
@@ -283,7 +283,7 @@ func (t *tracker) observe(ctx context.Context, dt *sep2663.DetailedTask, obs map
 		}
 		if r.Status.Terminal() {
 			// Cancelled here while upstream carried on: record only the real outcome.
-			if r.Outcome == store.OutcomePending && obs.Status.Terminal() {
+			if r.Outcome == record.OutcomePending && obs.Status.Terminal() {
 				r.Outcome = obs.Outcome
 				r.OutcomeDetail = "upstream ended " + string(dt.Status) + " after the cancel"
 				return true
@@ -291,7 +291,7 @@ func (t *tracker) observe(ctx context.Context, dt *sep2663.DetailedTask, obs map
 			return changed
 		}
 		if obs.Status == r.Status && obs.StatusMessage == r.StatusMessage {
-			if obs.Status == store.StatusInputRequired {
+			if obs.Status == record.StatusInputRequired {
 				inputs = obs.Inputs
 			}
 			return changed
@@ -301,7 +301,7 @@ func (t *tracker) observe(ctx context.Context, dt *sep2663.DetailedTask, obs map
 		}
 		applyObservation(r, obs)
 		r.LastUpdatedAt = t.b.cfg.Now().UTC()
-		if obs.Status == store.StatusInputRequired {
+		if obs.Status == record.StatusInputRequired {
 			inputs = obs.Inputs
 		}
 		return true
@@ -325,10 +325,10 @@ func (t *tracker) observe(ctx context.Context, dt *sep2663.DetailedTask, obs map
 // lost handles a task the upstream no longer knows.
 func (t *tracker) lost(ctx context.Context) {
 	obs := mapping.LostTask()
-	t.update(ctx, func(r *store.Task) bool {
+	t.update(ctx, func(r *record.Task) bool {
 		if r.Status.Terminal() {
-			if r.Outcome == store.OutcomePending {
-				r.Outcome = store.OutcomeUnknown
+			if r.Outcome == record.OutcomePending {
+				r.Outcome = record.OutcomeUnknown
 				r.OutcomeDetail = "the upstream no longer knows the task"
 				return true
 			}
@@ -342,18 +342,18 @@ func (t *tracker) lost(ctx context.Context) {
 
 // expire ends a task whose ttl passed before the upstream finished it.
 func (t *tracker) expire(ctx context.Context) {
-	t.update(ctx, func(r *store.Task) bool {
+	t.update(ctx, func(r *record.Task) bool {
 		if r.Status.Terminal() {
-			if r.Outcome == store.OutcomePending {
-				r.Outcome = store.OutcomeUnknown
+			if r.Outcome == record.OutcomePending {
+				r.Outcome = record.OutcomeUnknown
 				r.OutcomeDetail = "ttl passed before the upstream reported an end"
 				return true
 			}
 			return false
 		}
-		r.Status = store.StatusFailed
+		r.Status = record.StatusFailed
 		r.StatusMessage = "The task's ttl passed before it finished; the outcome is unknown."
-		r.Outcome = store.OutcomeUnknown
+		r.Outcome = record.OutcomeUnknown
 		r.LastUpdatedAt = t.b.cfg.Now().UTC()
 		return true
 	})
@@ -361,7 +361,7 @@ func (t *tracker) expire(ctx context.Context) {
 
 // update applies fn to the tracker's record through the store (compare-and-swap), then
 // wakes waiters and pushes the change to the session's GET stream.
-func (t *tracker) update(ctx context.Context, fn func(*store.Task) bool) (*store.Task, error) {
+func (t *tracker) update(ctx context.Context, fn func(*record.Task) bool) (*record.Task, error) {
 	t.mu.Lock()
 	cur := t.rec
 	t.mu.Unlock()
@@ -386,7 +386,7 @@ func (t *tracker) update(ctx context.Context, fn func(*store.Task) bool) (*store
 
 // pushStatus sends notifications/tasks/status to the session's GET stream, if this
 // process holds one. Optional in 2025-11-25; clients keep polling.
-func (b *Bridge) pushStatus(rec *store.Task) {
+func (b *Bridge) pushStatus(rec *record.Task) {
 	m, err := jsonrpc.NewNotification("notifications/tasks/status", mapping.TaskToLegacy(rec))
 	if err == nil {
 		b.face.Push(rec.SessionID, m)
@@ -395,10 +395,10 @@ func (b *Bridge) pushStatus(rec *store.Task) {
 
 // session loads a session record (nil when unknown: its envelope then carries no
 // clientInfo, and capabilities default to the tasks extension only).
-func (b *Bridge) session(ctx context.Context, id string) (*store.Session, error) {
+func (b *Bridge) session(ctx context.Context, id string) (*record.Session, error) {
 	s, err := b.st.GetSession(ctx, id)
 	if err != nil {
-		return &store.Session{ID: id}, err
+		return &record.Session{ID: id}, err
 	}
 	return s, nil
 }
@@ -412,7 +412,7 @@ func (b *Bridge) resume(ctx context.Context) error {
 		return err
 	}
 	for _, rec := range recs {
-		if rec.Mode == store.ModeTranslate && rec.UpstreamTaskID != "" {
+		if rec.Mode == record.ModeTranslate && rec.UpstreamTaskID != "" {
 			b.track(rec)
 		}
 	}
@@ -432,7 +432,7 @@ func (b *Bridge) settle(ctx context.Context, minAge time.Duration) {
 		return
 	}
 	for _, rec := range recs {
-		if rec.Mode != store.ModeTranslate || b.cfg.Now().Sub(rec.LastUpdatedAt) < minAge {
+		if rec.Mode != record.ModeTranslate || b.cfg.Now().Sub(rec.LastUpdatedAt) < minAge {
 			continue
 		}
 		b.mu.Lock()
@@ -441,7 +441,7 @@ func (b *Bridge) settle(ctx context.Context, minAge time.Duration) {
 		if watched {
 			continue
 		}
-		if rec.Status == store.StatusCancelled {
+		if rec.Status == record.StatusCancelled {
 			sess, _ := b.session(ctx, rec.SessionID)
 			cctx, cancel := context.WithTimeout(ctx, b.cfg.CancelTimeout)
 			if err := b.up.CancelTask(cctx, rec.UpstreamTaskID, b.meta(sess)); err != nil {

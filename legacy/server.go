@@ -13,6 +13,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/auth"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -28,21 +29,21 @@ type Handler interface {
 	// CreatedAt and LastSeenAt. It returns the InitializeResult to send; the face then
 	// stores the session (store.CreateSession) before replying with the Mcp-Session-Id
 	// header. On error nothing is stored and the error goes back as a JSON-RPC error.
-	Initialize(ctx context.Context, sess *store.Session, params json.RawMessage) (json.RawMessage, error)
+	Initialize(ctx context.Context, sess *record.Session, params json.RawMessage) (json.RawMessage, error)
 	// Serve answers one request of an established session (never initialize or ping).
 	// Messages sent on out before Serve returns travel on this request's response stream,
 	// which becomes SSE on first use; after Serve returns, out refuses everything. Return
 	// a result (nil means {}), or an error (mapped to the wire with jsonrpc.AsError).
-	Serve(ctx context.Context, sess *store.Session, req *jsonrpc.Message, out Stream) (json.RawMessage, error)
+	Serve(ctx context.Context, sess *record.Session, req *jsonrpc.Message, out Stream) (json.RawMessage, error)
 	// Notify receives a client notification (notifications/initialized,
 	// notifications/cancelled, …). The POST is answered 202 after Notify returns.
-	Notify(ctx context.Context, sess *store.Session, msg *jsonrpc.Message)
+	Notify(ctx context.Context, sess *record.Session, msg *jsonrpc.Message)
 	// Respond receives a client's JSON-RPC response to a server→client request the bridge
 	// sent. It may arrive on any replica. The POST is answered 202 after Respond returns.
-	Respond(ctx context.Context, sess *store.Session, msg *jsonrpc.Message)
+	Respond(ctx context.Context, sess *record.Session, msg *jsonrpc.Message)
 	// Closed is called after DELETE ended a session (store.CloseSession succeeded). Two
 	// racing DELETEs may both get here if the store accepts both.
-	Closed(ctx context.Context, sess *store.Session)
+	Closed(ctx context.Context, sess *record.Session)
 }
 
 // Stream carries server→client messages related to one request: a POST's SSE stream here,
@@ -316,7 +317,7 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, msg *jsonrpc
 }
 
 // serve answers a request: ping locally, everything else through Handler.Serve.
-func (s *Server) serve(ctx context.Context, w http.ResponseWriter, sess *store.Session, msg *jsonrpc.Message, acc accepts) {
+func (s *Server) serve(ctx context.Context, w http.ResponseWriter, sess *record.Session, msg *jsonrpc.Message, acc accepts) {
 	p := newPostStream(w, acc)
 	defer p.close() // also when Serve panics: the bridge must not write after we return
 	if msg.Method == "ping" {

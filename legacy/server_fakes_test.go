@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // by the HTTP face and fail.
 type memStore struct {
 	mu       sync.Mutex
-	sessions map[string]store.Session
+	sessions map[string]record.Session
 	touches  []string // session ids, in TouchSession order
 	getErr   error    // returned by GetSession when set
 	// touchDelay slows TouchSession down, widening the window in which a concurrent
@@ -36,9 +37,9 @@ type memStore struct {
 
 var errUnused = errors.New("memStore: not used by the legacy HTTP face")
 
-func newMemStore() *memStore { return &memStore{sessions: map[string]store.Session{}} }
+func newMemStore() *memStore { return &memStore{sessions: map[string]record.Session{}} }
 
-func (m *memStore) CreateSession(_ context.Context, s *store.Session) error {
+func (m *memStore) CreateSession(_ context.Context, s *record.Session) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.sessions[s.ID]; ok {
@@ -48,7 +49,7 @@ func (m *memStore) CreateSession(_ context.Context, s *store.Session) error {
 	return nil
 }
 
-func (m *memStore) GetSession(_ context.Context, id string) (*store.Session, error) {
+func (m *memStore) GetSession(_ context.Context, id string) (*record.Session, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.getErr != nil {
@@ -90,7 +91,7 @@ func (m *memStore) CloseSession(_ context.Context, id string) error {
 	return nil
 }
 
-func (m *memStore) session(id string) (store.Session, bool) {
+func (m *memStore) session(id string) (record.Session, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.sessions[id]
@@ -103,22 +104,22 @@ func (m *memStore) touchCount() int {
 	return len(m.touches)
 }
 
-func (m *memStore) CreateTask(context.Context, *store.Task) error { return errUnused }
-func (m *memStore) GetTask(context.Context, string) (*store.Task, error) {
+func (m *memStore) CreateTask(context.Context, *record.Task) error { return errUnused }
+func (m *memStore) GetTask(context.Context, string) (*record.Task, error) {
 	return nil, errUnused
 }
-func (m *memStore) FindTaskByRequest(context.Context, string, string) (*store.Task, error) {
+func (m *memStore) FindTaskByRequest(context.Context, string, string) (*record.Task, error) {
 	return nil, errUnused
 }
-func (m *memStore) FindTaskByIdempotencyKey(context.Context, string, string) (*store.Task, error) {
+func (m *memStore) FindTaskByIdempotencyKey(context.Context, string, string) (*record.Task, error) {
 	return nil, errUnused
 }
-func (m *memStore) UpdateTask(context.Context, *store.Task) error { return errUnused }
-func (m *memStore) ListTasks(context.Context, string, *store.Cursor, int) ([]*store.Task, error) {
+func (m *memStore) UpdateTask(context.Context, *record.Task) error { return errUnused }
+func (m *memStore) ListTasks(context.Context, string, *store.Cursor, int) ([]*record.Task, error) {
 	return nil, errUnused
 }
-func (m *memStore) ListActive(context.Context) ([]*store.Task, error) { return nil, errUnused }
-func (m *memStore) ListUnsettled(context.Context) ([]*store.Task, error) {
+func (m *memStore) ListActive(context.Context) ([]*record.Task, error) { return nil, errUnused }
+func (m *memStore) ListUnsettled(context.Context) ([]*record.Task, error) {
 	return nil, errUnused
 }
 func (m *memStore) CountActive(context.Context, string) (int, error)       { return 0, errUnused }
@@ -129,10 +130,10 @@ func (m *memStore) ReleaseIdempotencyKey(context.Context, string) error {
 func (m *memStore) PurgeExpired(context.Context, time.Time, time.Duration) (int, int, error) {
 	return 0, 0, errUnused
 }
-func (m *memStore) ListSessions(context.Context, time.Time) ([]*store.Session, error) {
+func (m *memStore) ListSessions(context.Context, time.Time) ([]*record.Session, error) {
 	return nil, errUnused
 }
-func (m *memStore) QueryTasks(context.Context, store.TaskQuery) ([]*store.Task, error) {
+func (m *memStore) QueryTasks(context.Context, store.TaskQuery) ([]*record.Task, error) {
 	return nil, errUnused
 }
 func (m *memStore) CountTasksByDay(context.Context, time.Time) ([]store.DayCount, error) {
@@ -150,16 +151,16 @@ func (m *memStore) SummarizeClientDays(context.Context, time.Time) ([]store.Clie
 }
 func (m *memStore) CountTasksSince(context.Context, time.Time) (int, error) { return 0, errUnused }
 func (m *memStore) PurgeSessions(context.Context, time.Time) (int, error)   { return 0, errUnused }
-func (m *memStore) PutInputs(context.Context, []store.Input) error          { return errUnused }
+func (m *memStore) PutInputs(context.Context, []record.Input) error         { return errUnused }
 func (m *memStore) Summary(context.Context) (store.Summary, error)          { return store.Summary{}, errUnused }
 func (m *memStore) CheckWritable(context.Context) error                     { return nil }
-func (m *memStore) ListInputs(context.Context, string) ([]store.Input, error) {
+func (m *memStore) ListInputs(context.Context, string) ([]record.Input, error) {
 	return nil, errUnused
 }
 func (m *memStore) MarkInputDelivered(context.Context, string, string, string, time.Time) error {
 	return errUnused
 }
-func (m *memStore) FindInputByRequestID(context.Context, string) (*store.Input, error) {
+func (m *memStore) FindInputByRequestID(context.Context, string) (*record.Input, error) {
 	return nil, errUnused
 }
 func (m *memStore) AnswerInput(context.Context, string, string, json.RawMessage, time.Time) (bool, error) {
@@ -174,8 +175,8 @@ func (m *memStore) Close() error               { return nil }
 // fakeHandler is a Handler whose behaviour is set per test through function fields; nil
 // fields get a default answer. It also records notifications, responses and closes.
 type fakeHandler struct {
-	InitializeFunc func(ctx context.Context, sess *store.Session, params json.RawMessage) (json.RawMessage, error)
-	ServeFunc      func(ctx context.Context, sess *store.Session, req *jsonrpc.Message, out Stream) (json.RawMessage, error)
+	InitializeFunc func(ctx context.Context, sess *record.Session, params json.RawMessage) (json.RawMessage, error)
+	ServeFunc      func(ctx context.Context, sess *record.Session, req *jsonrpc.Message, out Stream) (json.RawMessage, error)
 
 	mu        sync.Mutex
 	notified  []string // methods
@@ -184,14 +185,14 @@ type fakeHandler struct {
 	served    []string // methods
 }
 
-func (h *fakeHandler) Initialize(ctx context.Context, sess *store.Session, params json.RawMessage) (json.RawMessage, error) {
+func (h *fakeHandler) Initialize(ctx context.Context, sess *record.Session, params json.RawMessage) (json.RawMessage, error) {
 	if h.InitializeFunc != nil {
 		return h.InitializeFunc(ctx, sess, params)
 	}
 	return json.RawMessage(`{"protocolVersion":"` + sess.ProtocolVersion + `","capabilities":{},"serverInfo":{"name":"fake","version":"1"}}`), nil
 }
 
-func (h *fakeHandler) Serve(ctx context.Context, sess *store.Session, req *jsonrpc.Message, out Stream) (json.RawMessage, error) {
+func (h *fakeHandler) Serve(ctx context.Context, sess *record.Session, req *jsonrpc.Message, out Stream) (json.RawMessage, error) {
 	h.mu.Lock()
 	h.served = append(h.served, req.Method)
 	h.mu.Unlock()
@@ -201,19 +202,19 @@ func (h *fakeHandler) Serve(ctx context.Context, sess *store.Session, req *jsonr
 	return json.RawMessage(`{"ok":true}`), nil
 }
 
-func (h *fakeHandler) Notify(_ context.Context, _ *store.Session, msg *jsonrpc.Message) {
+func (h *fakeHandler) Notify(_ context.Context, _ *record.Session, msg *jsonrpc.Message) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.notified = append(h.notified, msg.Method)
 }
 
-func (h *fakeHandler) Respond(_ context.Context, _ *store.Session, msg *jsonrpc.Message) {
+func (h *fakeHandler) Respond(_ context.Context, _ *record.Session, msg *jsonrpc.Message) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.responded = append(h.responded, msg.ID.Raw())
 }
 
-func (h *fakeHandler) Closed(_ context.Context, sess *store.Session) {
+func (h *fakeHandler) Closed(_ context.Context, sess *record.Session) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = append(h.closed, sess.ID)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/auth"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -86,9 +87,9 @@ const clientInfoFieldMax = 256
 
 // newSession builds the record for an initialize request. Params stay raw: clientInfo and
 // capabilities are kept byte for byte, within the face's size bound (sessionInfo).
-func (srv *Server) newSession(params json.RawMessage) (*store.Session, error) {
+func (srv *Server) newSession(params json.RawMessage) (*record.Session, error) {
 	now := srv.now()
-	s := &store.Session{
+	s := &record.Session{
 		ID:         newSessionID(),
 		CreatedAt:  now,
 		LastSeenAt: now,
@@ -179,7 +180,7 @@ func checkVersionHeader(r *http.Request) *jsonrpc.Error {
 // session finds the live session a non-initialize request belongs to. On failure it has
 // written the HTTP error and returns nil: 400 without the header or with a bad protocol
 // version, 404 for an unknown or closed session, 500 when the store fails.
-func (s *Server) session(w http.ResponseWriter, r *http.Request) *store.Session {
+func (s *Server) session(w http.ResponseWriter, r *http.Request) *record.Session {
 	id := r.Header.Get(headerSessionID)
 	if id == "" {
 		s.httpError(w, http.StatusBadRequest, errSessionRequired)
@@ -210,7 +211,7 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) *store.Session 
 
 // touch records activity on sess at most once per touchEvery: skipped when the stored
 // LastSeenAt is recent (written by any replica) or this process wrote it recently.
-func (s *Server) touch(ctx context.Context, sess *store.Session) {
+func (s *Server) touch(ctx context.Context, sess *record.Session) {
 	now := s.now()
 	if now.Sub(sess.LastSeenAt) < touchEvery {
 		return

@@ -6,6 +6,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -22,7 +23,7 @@ type sessions struct {
 }
 
 type cachedSession struct {
-	sess    store.Session
+	sess    record.Session
 	expires time.Time
 }
 
@@ -32,7 +33,7 @@ func newSessions(st store.Store) *sessions {
 }
 
 // get returns a copy of the session record (from the cache while fresh).
-func (c *sessions) get(ctx context.Context, id string) (*store.Session, error) {
+func (c *sessions) get(ctx context.Context, id string) (*record.Session, error) {
 	if e, ok := c.cache.Get(id); ok && time.Now().Before(e.expires) {
 		s := e.sess
 		return &s, nil

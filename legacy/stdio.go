@@ -11,6 +11,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/auth"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -82,7 +83,7 @@ type conn struct {
 	mc        msgConn
 	transport string
 
-	sess *store.Session
+	sess *record.Session
 
 	out      chan []byte
 	done     chan struct{} // closed by stop: the conn takes nothing more

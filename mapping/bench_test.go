@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/sep2663"
-	"github.com/taskbridge/taskbridge/store"
 )
 
 var benchResult = json.RawMessage(`{"resultType":"complete","content":[{"type":"text","text":"Computation done after 3s. Result: 42."}],"structuredContent":{"answer":42},"_meta":{"x":1}}`)
@@ -48,7 +48,7 @@ func BenchmarkStripModern(b *testing.B) {
 func BenchmarkTaskToLegacy(b *testing.B) {
 	ttl := int64(60000)
 	now := time.Now().UTC()
-	rec := &store.Task{ID: "0123456789abcdef0123456789abcdef", Status: store.StatusWorking, StatusMessage: "working on it",
+	rec := &record.Task{ID: "0123456789abcdef0123456789abcdef", Status: record.StatusWorking, StatusMessage: "working on it",
 		CreatedAt: now, LastUpdatedAt: now, TTLMs: &ttl, PollIntervalMs: 500}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -6,21 +6,21 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/sep2663"
-	"github.com/taskbridge/taskbridge/store"
 )
 
 // Observation is what one upstream tasks/get (or notification) says, translated for legacy
 // clients.
 type Observation struct {
-	Status        store.Status // legacy status
-	StatusMessage string       // sanitized (control chars stripped, capped at MaxStatusMessage runes)
+	Status        record.Status // legacy status
+	StatusMessage string        // sanitized (control chars stripped, capped at MaxStatusMessage runes)
 	// Result is the CallToolResult for tasks/result (resultType stripped), set for completed
 	// and for failed-by-isError.
 	Result json.RawMessage
 	// Error is the JSON-RPC error object {code,message,data}, set for failed-by-error.
 	Error   json.RawMessage
-	Outcome store.Outcome
+	Outcome record.Outcome
 	// Inputs are the outstanding input requests, when input_required.
 	Inputs         map[string]sep2663.InputRequest
 	TTLMs          *int64 // as the upstream said (nil: unlimited); cap it with CapTTL
@@ -66,11 +66,11 @@ func Observe(dt *sep2663.DetailedTask) (Observation, error) {
 	}
 	switch st {
 	case sep2663.StatusWorking:
-		o.Status, o.Outcome = store.StatusWorking, store.OutcomePending
+		o.Status, o.Outcome = record.StatusWorking, record.OutcomePending
 	case sep2663.StatusInputRequired:
-		o.Status, o.Outcome = store.StatusWorking, store.OutcomePending
+		o.Status, o.Outcome = record.StatusWorking, record.OutcomePending
 		if len(dt.InputRequests) > 0 {
-			o.Status = store.StatusInputRequired
+			o.Status = record.StatusInputRequired
 			o.Inputs = make(map[string]sep2663.InputRequest, len(dt.InputRequests))
 			for k, v := range dt.InputRequests {
 				o.Inputs[k] = v
@@ -79,7 +79,7 @@ func Observe(dt *sep2663.DetailedTask) (Observation, error) {
 	case sep2663.StatusCompleted:
 		observeCompleted(&o, dt.Result)
 	case sep2663.StatusFailed:
-		o.Status, o.Outcome = store.StatusFailed, store.OutcomeFailed
+		o.Status, o.Outcome = record.StatusFailed, record.OutcomeFailed
 		e := dt.Error
 		if e == nil {
 			e = jsonrpc.NewError(jsonrpc.CodeInternalError, msgFailedNoError)
@@ -92,7 +92,7 @@ func Observe(dt *sep2663.DetailedTask) (Observation, error) {
 			o.StatusMessage = SanitizeStatusMessage(e.Message)
 		}
 	case sep2663.StatusCancelled:
-		o.Status, o.Outcome = store.StatusCancelled, store.OutcomeCancelled
+		o.Status, o.Outcome = record.StatusCancelled, record.OutcomeCancelled
 	}
 	return o, nil
 }
@@ -103,9 +103,9 @@ func observeCompleted(o *Observation, result json.RawMessage) {
 		// The upstream says the operation completed but gave nothing a legacy client can be
 		// handed: the task fails for the client, the operation's outcome stays succeeded, and
 		// a retry would run it twice.
-		o.Status, o.Outcome = store.StatusFailed, store.OutcomeSucceeded
+		o.Status, o.Outcome = record.StatusFailed, record.OutcomeSucceeded
 		o.Error, _ = json.Marshal(jsonrpc.NewError(jsonrpc.CodeInternalError, msgCompletedNoBody).
-			WithData(errorData{Retryable: false, Outcome: store.OutcomeSucceeded}))
+			WithData(errorData{Retryable: false, Outcome: record.OutcomeSucceeded}))
 		if o.StatusMessage == "" {
 			o.StatusMessage = msgCompletedNoBody
 		}
@@ -113,10 +113,10 @@ func observeCompleted(o *Observation, result json.RawMessage) {
 	}
 	o.Result = encodeObject(without(ms, "resultType"))
 	if v, ok := lookup(ms, "isError"); !ok || string(v) != "true" {
-		o.Status, o.Outcome = store.StatusCompleted, store.OutcomeSucceeded
+		o.Status, o.Outcome = record.StatusCompleted, record.OutcomeSucceeded
 		return
 	}
-	o.Status, o.Outcome = store.StatusFailed, store.OutcomeFailed
+	o.Status, o.Outcome = record.StatusFailed, record.OutcomeFailed
 	if o.StatusMessage == "" {
 		o.StatusMessage = SanitizeStatusMessage(firstText(ms))
 	}
@@ -149,8 +149,8 @@ func firstText(ms []member) string {
 
 // errorData is the data taskbridge adds to the error of a failed task (design §9).
 type errorData struct {
-	Retryable bool          `json:"retryable"`
-	Outcome   store.Outcome `json:"outcome"`
+	Retryable bool           `json:"retryable"`
+	Outcome   record.Outcome `json:"outcome"`
 }
 
 // LostTask is the observation for a task the upstream no longer knows (-32602 on a
@@ -159,12 +159,12 @@ type errorData struct {
 // {retryable:false, outcome:"unknown"}: an unknown outcome is never retried automatically.
 func LostTask() Observation {
 	e, _ := json.Marshal(jsonrpc.NewError(jsonrpc.CodeUpstream, msgLost).
-		WithData(errorData{Retryable: false, Outcome: store.OutcomeUnknown}))
+		WithData(errorData{Retryable: false, Outcome: record.OutcomeUnknown}))
 	return Observation{
-		Status:        store.StatusFailed,
+		Status:        record.StatusFailed,
 		StatusMessage: msgLost,
 		Error:         e,
-		Outcome:       store.OutcomeUnknown,
+		Outcome:       record.OutcomeUnknown,
 	}
 }
 
@@ -177,9 +177,9 @@ func LostTask() Observation {
 //     taken over, and LastUpdatedAt moves to now when the status or message changed.
 //
 // TTL and the interval told to clients are the caller's (CapTTL, ClampPollInterval).
-func Apply(t *store.Task, o Observation, now time.Time) bool {
+func Apply(t *record.Task, o Observation, now time.Time) bool {
 	if t.Status.Terminal() {
-		if (t.Outcome == "" || t.Outcome == store.OutcomePending) && o.Outcome != "" && o.Outcome != store.OutcomePending {
+		if (t.Outcome == "" || t.Outcome == record.OutcomePending) && o.Outcome != "" && o.Outcome != record.OutcomePending {
 			t.Outcome = o.Outcome
 			return true
 		}

@@ -9,8 +9,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/sep2663"
-	"github.com/taskbridge/taskbridge/store"
 )
 
 func i64(v int64) *int64 { return &v }
@@ -40,53 +40,53 @@ func TestObserve(t *testing.T) {
 		want Observation
 	}{
 		{"working", task("working", `,"statusMessage":"step 1/3"`), Observation{
-			Status: store.StatusWorking, StatusMessage: "step 1/3", Outcome: store.OutcomePending, TTLMs: i64(300000), PollIntervalMs: 200}},
+			Status: record.StatusWorking, StatusMessage: "step 1/3", Outcome: record.OutcomePending, TTLMs: i64(300000), PollIntervalMs: 200}},
 		{"input_required + inputRequests", task("input_required", `,"inputRequests":{"in-1e02":`+elicit+`}`), Observation{
-			Status: store.StatusInputRequired, Outcome: store.OutcomePending, TTLMs: i64(300000), PollIntervalMs: 200,
+			Status: record.StatusInputRequired, Outcome: record.OutcomePending, TTLMs: i64(300000), PollIntervalMs: 200,
 			Inputs: map[string]sep2663.InputRequest{"in-1e02": {Method: "elicitation/create", Params: json.RawMessage(`{"mode":"form","message":"Delete f.txt?","requestedSchema":{"type":"object","properties":{"confirm":{"type":"boolean"}},"required":["confirm"]}}`)}}}},
 		{"input_required without inputRequests shows working", task("input_required", ``), Observation{
-			Status: store.StatusWorking, Outcome: store.OutcomePending, TTLMs: i64(300000), PollIntervalMs: 200}},
+			Status: record.StatusWorking, Outcome: record.OutcomePending, TTLMs: i64(300000), PollIntervalMs: 200}},
 		{"completed, isError absent", task("completed", `,"result":{"resultType":"complete","content":[{"type":"text","text":"Deleted f.txt"}]}`), Observation{
-			Status: store.StatusCompleted, Outcome: store.OutcomeSucceeded, TTLMs: i64(300000), PollIntervalMs: 200,
+			Status: record.StatusCompleted, Outcome: record.OutcomeSucceeded, TTLMs: i64(300000), PollIntervalMs: 200,
 			Result: json.RawMessage(`{"content":[{"type":"text","text":"Deleted f.txt"}]}`)}},
 		{"completed, isError false", task("completed", `,"result":{"content":[],"isError":false,"structuredContent":{"answer":42}}`), Observation{
-			Status: store.StatusCompleted, Outcome: store.OutcomeSucceeded, TTLMs: i64(300000), PollIntervalMs: 200,
+			Status: record.StatusCompleted, Outcome: record.OutcomeSucceeded, TTLMs: i64(300000), PollIntervalMs: 200,
 			Result: json.RawMessage(`{"content":[],"isError":false,"structuredContent":{"answer":42}}`)}},
 		{"completed, isError true: failed with the tool's text", task("completed", `,"result":{"resultType":"complete","content":[{"type":"image","data":"x"},{"type":"text","text":""},{"type":"text","text":"rate limit\nexceeded"}],"isError":true}`), Observation{
-			Status: store.StatusFailed, StatusMessage: "rate limit exceeded", Outcome: store.OutcomeFailed, TTLMs: i64(300000), PollIntervalMs: 200,
+			Status: record.StatusFailed, StatusMessage: "rate limit exceeded", Outcome: record.OutcomeFailed, TTLMs: i64(300000), PollIntervalMs: 200,
 			Result: json.RawMessage(`{"content":[{"type":"image","data":"x"},{"type":"text","text":""},{"type":"text","text":"rate limit\nexceeded"}],"isError":true}`)}},
 		{"completed, isError true, upstream message wins", task("completed", `,"statusMessage":"job failed","result":{"content":[{"type":"text","text":"detail"}],"isError":true}`), Observation{
-			Status: store.StatusFailed, StatusMessage: "job failed", Outcome: store.OutcomeFailed, TTLMs: i64(300000), PollIntervalMs: 200,
+			Status: record.StatusFailed, StatusMessage: "job failed", Outcome: record.OutcomeFailed, TTLMs: i64(300000), PollIntervalMs: 200,
 			Result: json.RawMessage(`{"content":[{"type":"text","text":"detail"}],"isError":true}`)}},
 		{"completed, isError true, no text", task("completed", `,"result":{"content":[],"isError":true}`), Observation{
-			Status: store.StatusFailed, StatusMessage: "tool returned an error", Outcome: store.OutcomeFailed, TTLMs: i64(300000), PollIntervalMs: 200,
+			Status: record.StatusFailed, StatusMessage: "tool returned an error", Outcome: record.OutcomeFailed, TTLMs: i64(300000), PollIntervalMs: 200,
 			Result: json.RawMessage(`{"content":[],"isError":true}`)}},
 		{"completed, isError \"true\" (a string) is not an error", task("completed", `,"result":{"content":[],"isError":"true"}`), Observation{
-			Status: store.StatusCompleted, Outcome: store.OutcomeSucceeded, TTLMs: i64(300000), PollIntervalMs: 200,
+			Status: record.StatusCompleted, Outcome: record.OutcomeSucceeded, TTLMs: i64(300000), PollIntervalMs: 200,
 			Result: json.RawMessage(`{"content":[],"isError":"true"}`)}},
 		{"completed without result", task("completed", ``), Observation{
-			Status: store.StatusFailed, StatusMessage: msgCompletedNoBody, Outcome: store.OutcomeSucceeded, TTLMs: i64(300000), PollIntervalMs: 200,
+			Status: record.StatusFailed, StatusMessage: msgCompletedNoBody, Outcome: record.OutcomeSucceeded, TTLMs: i64(300000), PollIntervalMs: 200,
 			Error: json.RawMessage(`{"code":-32603,"message":"upstream task completed without a valid result","data":{"retryable":false,"outcome":"succeeded"}}`)}},
 		{"completed with a non-object result", task("completed", `,"result":[1,2]`), Observation{
-			Status: store.StatusFailed, StatusMessage: msgCompletedNoBody, Outcome: store.OutcomeSucceeded, TTLMs: i64(300000), PollIntervalMs: 200,
+			Status: record.StatusFailed, StatusMessage: msgCompletedNoBody, Outcome: record.OutcomeSucceeded, TTLMs: i64(300000), PollIntervalMs: 200,
 			Error: json.RawMessage(`{"code":-32603,"message":"upstream task completed without a valid result","data":{"retryable":false,"outcome":"succeeded"}}`)}},
 		{"failed + error", task("failed", `,"statusMessage":"Tool execution failed: API rate limit exceeded","error":{"code":-32603,"message":"API rate limit exceeded","data":{"retryAfter":30}}`), Observation{
-			Status: store.StatusFailed, StatusMessage: "Tool execution failed: API rate limit exceeded", Outcome: store.OutcomeFailed, TTLMs: i64(300000), PollIntervalMs: 200,
+			Status: record.StatusFailed, StatusMessage: "Tool execution failed: API rate limit exceeded", Outcome: record.OutcomeFailed, TTLMs: i64(300000), PollIntervalMs: 200,
 			Error: json.RawMessage(`{"code":-32603,"message":"API rate limit exceeded","data":{"retryAfter":30}}`)}},
 		{"failed + error, message from the error", task("failed", `,"error":{"code":-32000,"message":"boom"}`), Observation{
-			Status: store.StatusFailed, StatusMessage: "boom", Outcome: store.OutcomeFailed, TTLMs: i64(300000), PollIntervalMs: 200,
+			Status: record.StatusFailed, StatusMessage: "boom", Outcome: record.OutcomeFailed, TTLMs: i64(300000), PollIntervalMs: 200,
 			Error: json.RawMessage(`{"code":-32000,"message":"boom"}`)}},
 		{"failed without error object", task("failed", ``), Observation{
-			Status: store.StatusFailed, StatusMessage: msgFailedNoError, Outcome: store.OutcomeFailed, TTLMs: i64(300000), PollIntervalMs: 200,
+			Status: record.StatusFailed, StatusMessage: msgFailedNoError, Outcome: record.OutcomeFailed, TTLMs: i64(300000), PollIntervalMs: 200,
 			Error: json.RawMessage(`{"code":-32603,"message":"upstream task failed without an error object"}`)}},
 		{"cancelled", task("cancelled", ``), Observation{
-			Status: store.StatusCancelled, Outcome: store.OutcomeCancelled, TTLMs: i64(300000), PollIntervalMs: 200}},
+			Status: record.StatusCancelled, Outcome: record.OutcomeCancelled, TTLMs: i64(300000), PollIntervalMs: 200}},
 		{"ttl null, no poll interval", `{"taskId":"x","status":"working","createdAt":"a","lastUpdatedAt":"b","ttlMs":null}`, Observation{
-			Status: store.StatusWorking, Outcome: store.OutcomePending}},
+			Status: record.StatusWorking, Outcome: record.OutcomePending}},
 		{"negative poll interval is absent", `{"taskId":"x","status":"working","createdAt":"a","lastUpdatedAt":"b","ttlMs":5,"pollIntervalMs":-1}`, Observation{
-			Status: store.StatusWorking, Outcome: store.OutcomePending, TTLMs: i64(5)}},
+			Status: record.StatusWorking, Outcome: record.OutcomePending, TTLMs: i64(5)}},
 		{"statusMessage sanitized", task("working", `,"statusMessage":"a\u0000b\u001b[31m\nc"`), Observation{
-			Status: store.StatusWorking, StatusMessage: "ab[31m c", Outcome: store.OutcomePending, TTLMs: i64(300000), PollIntervalMs: 200}},
+			Status: record.StatusWorking, StatusMessage: "ab[31m c", Outcome: record.OutcomePending, TTLMs: i64(300000), PollIntervalMs: 200}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,19 +111,19 @@ func dump(o Observation) string {
 
 // Every draft vocabulary word reaches the legacy status of its SEP-2663 meaning.
 func TestObserveDraftVocabulary(t *testing.T) {
-	want := map[string]store.Status{
-		"submitted": store.StatusWorking, "pending": store.StatusWorking, "queued": store.StatusWorking,
-		"running": store.StatusWorking, "in_progress": store.StatusWorking, "IN_PROGRESS": store.StatusWorking,
-		"done": store.StatusCompleted, "succeeded": store.StatusCompleted, "success": store.StatusCompleted, "Done": store.StatusCompleted,
-		"error": store.StatusFailed, "errored": store.StatusFailed,
-		"canceled": store.StatusCancelled, "Canceled": store.StatusCancelled,
+	want := map[string]record.Status{
+		"submitted": record.StatusWorking, "pending": record.StatusWorking, "queued": record.StatusWorking,
+		"running": record.StatusWorking, "in_progress": record.StatusWorking, "IN_PROGRESS": record.StatusWorking,
+		"done": record.StatusCompleted, "succeeded": record.StatusCompleted, "success": record.StatusCompleted, "Done": record.StatusCompleted,
+		"error": record.StatusFailed, "errored": record.StatusFailed,
+		"canceled": record.StatusCancelled, "Canceled": record.StatusCancelled,
 	}
 	for word, st := range want {
 		extra := ""
 		switch st {
-		case store.StatusCompleted:
+		case record.StatusCompleted:
 			extra = `,"result":{"content":[]}`
-		case store.StatusFailed:
+		case record.StatusFailed:
 			extra = `,"error":{"code":-32603,"message":"x"}`
 		}
 		got, err := Observe(decodeTask(t, task(word, extra)))
@@ -155,7 +155,7 @@ func TestObserveCopiesTTL(t *testing.T) {
 
 func TestLostTask(t *testing.T) {
 	o := LostTask()
-	if o.Status != store.StatusFailed || o.Outcome != store.OutcomeUnknown || !strings.Contains(o.StatusMessage, "unknown") {
+	if o.Status != record.StatusFailed || o.Outcome != record.OutcomeUnknown || !strings.Contains(o.StatusMessage, "unknown") {
 		t.Fatalf("LostTask = %s", dump(o))
 	}
 	want := `{"code":-32001,"message":"the upstream server no longer knows this task; its outcome is unknown","data":{"retryable":false,"outcome":"unknown"}}`
@@ -167,14 +167,14 @@ func TestLostTask(t *testing.T) {
 func TestApply(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC)
 	now := t0.Add(time.Second)
-	rec := func(st store.Status, oc store.Outcome) *store.Task {
-		return &store.Task{Status: st, Outcome: oc, CreatedAt: t0, LastUpdatedAt: t0}
+	rec := func(st record.Status, oc record.Outcome) *record.Task {
+		return &record.Task{Status: st, Outcome: oc, CreatedAt: t0, LastUpdatedAt: t0}
 	}
 	completed, _ := Observe(decodeTask(t, task("completed", `,"result":{"content":[]}`)))
 
-	r := rec(store.StatusWorking, store.OutcomePending)
-	if !Apply(r, completed, now) || r.Status != store.StatusCompleted || !r.LastUpdatedAt.Equal(now) ||
-		string(r.Result) != `{"content":[]}` || r.Outcome != store.OutcomeSucceeded || r.UpstreamPollMs != 200 {
+	r := rec(record.StatusWorking, record.OutcomePending)
+	if !Apply(r, completed, now) || r.Status != record.StatusCompleted || !r.LastUpdatedAt.Equal(now) ||
+		string(r.Result) != `{"content":[]}` || r.Outcome != record.OutcomeSucceeded || r.UpstreamPollMs != 200 {
 		t.Fatalf("working → completed: %+v", r)
 	}
 	if Apply(r, completed, now.Add(time.Second)) {
@@ -182,20 +182,20 @@ func TestApply(t *testing.T) {
 	}
 	// A terminal record is frozen…
 	failed, _ := Observe(decodeTask(t, task("failed", `,"error":{"code":1,"message":"m"}`)))
-	if Apply(r, failed, now) || r.Status != store.StatusCompleted || r.Error != nil {
+	if Apply(r, failed, now) || r.Status != record.StatusCompleted || r.Error != nil {
 		t.Fatalf("terminal record changed: %+v", r)
 	}
 	// …but a client-cancelled record learns the real outcome, without a visible change.
-	c := rec(store.StatusCancelled, store.OutcomePending)
-	if !Apply(c, completed, now) || c.Status != store.StatusCancelled || c.Outcome != store.OutcomeSucceeded ||
+	c := rec(record.StatusCancelled, record.OutcomePending)
+	if !Apply(c, completed, now) || c.Status != record.StatusCancelled || c.Outcome != record.OutcomeSucceeded ||
 		c.Result != nil || !c.LastUpdatedAt.Equal(t0) {
 		t.Fatalf("cancelled record: %+v", c)
 	}
-	if Apply(c, failed, now) || c.Outcome != store.OutcomeSucceeded {
+	if Apply(c, failed, now) || c.Outcome != record.OutcomeSucceeded {
 		t.Fatalf("outcome overwritten: %+v", c)
 	}
 	// A working record still working: only the message moves LastUpdatedAt.
-	w := rec(store.StatusWorking, store.OutcomePending)
+	w := rec(record.StatusWorking, record.OutcomePending)
 	working, _ := Observe(decodeTask(t, task("working", `,"statusMessage":"50%"`)))
 	if !Apply(w, working, now) || w.StatusMessage != "50%" || !w.LastUpdatedAt.Equal(now) {
 		t.Fatalf("progress: %+v", w)
@@ -211,8 +211,8 @@ func FuzzObserve(f *testing.F) {
 	f.Add(task("cancelled", ""))
 	f.Add(task("Done", `,"result":"str"`))
 	f.Add(`{"status":"failed","error":null,"result":{"isError":true}}`)
-	legal := map[store.Status]bool{store.StatusWorking: true, store.StatusInputRequired: true,
-		store.StatusCompleted: true, store.StatusFailed: true, store.StatusCancelled: true}
+	legal := map[record.Status]bool{record.StatusWorking: true, record.StatusInputRequired: true,
+		record.StatusCompleted: true, record.StatusFailed: true, record.StatusCancelled: true}
 	f.Fuzz(func(t *testing.T, raw string) {
 		var dt sep2663.DetailedTask
 		if json.Unmarshal([]byte(raw), &dt) != nil {
@@ -228,22 +228,22 @@ func FuzzObserve(f *testing.F) {
 		if !legal[o.Status] {
 			t.Fatalf("illegal status %q", o.Status)
 		}
-		if !CanTransition(store.StatusWorking, o.Status) {
+		if !CanTransition(record.StatusWorking, o.Status) {
 			t.Fatalf("status %q unreachable from working", o.Status)
 		}
-		if o.Status.Terminal() == (o.Outcome == store.OutcomePending) {
+		if o.Status.Terminal() == (o.Outcome == record.OutcomePending) {
 			t.Fatalf("status %q with outcome %q", o.Status, o.Outcome)
 		}
 		switch o.Status {
-		case store.StatusCompleted:
+		case record.StatusCompleted:
 			if o.Result == nil || o.Error != nil {
 				t.Fatalf("completed without result: %s", dump(o))
 			}
-		case store.StatusFailed:
+		case record.StatusFailed:
 			if (o.Result == nil) == (o.Error == nil) {
 				t.Fatalf("failed needs exactly one of result and error: %s", dump(o))
 			}
-		case store.StatusInputRequired:
+		case record.StatusInputRequired:
 			if len(o.Inputs) == 0 {
 				t.Fatal("input_required without inputs")
 			}

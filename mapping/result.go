@@ -7,7 +7,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
-	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/record"
 )
 
 // modernOnly are the top-level result fields 2026-07-28 added that a legacy client must not
@@ -48,13 +48,13 @@ func StripModern(result json.RawMessage) (json.RawMessage, error) {
 // overwritten; data that is not an object is left alone). An empty or undecodable errObj
 // becomes {-32603, "upstream task failed without an error object"}; an empty outcome is
 // "failed".
-func ErrorForLegacy(errObj json.RawMessage, outcome store.Outcome, retryable bool) *jsonrpc.Error {
+func ErrorForLegacy(errObj json.RawMessage, outcome record.Outcome, retryable bool) *jsonrpc.Error {
 	var e jsonrpc.Error
 	if len(errObj) == 0 || json.Unmarshal(errObj, &e) != nil || (e.Code == 0 && e.Message == "") {
 		e = jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msgFailedNoError}
 	}
 	if outcome == "" {
-		outcome = store.OutcomeFailed
+		outcome = record.OutcomeFailed
 	}
 	add := errorData{Retryable: retryable, Outcome: outcome}
 	data := strings.TrimSpace(string(e.Data))

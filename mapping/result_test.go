@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/taskbridge/taskbridge/legacy"
-	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/record"
 )
 
 const related = `"io.modelcontextprotocol/related-task":{"taskId":"tb-1"}`
@@ -84,25 +84,25 @@ func TestErrorForLegacy(t *testing.T) {
 	cases := []struct {
 		name      string
 		in        string
-		outcome   store.Outcome
+		outcome   record.Outcome
 		retryable bool
 		want      string
 	}{
-		{"no data: retryable and outcome added", `{"code":-32603,"message":"API rate limit exceeded"}`, store.OutcomeFailed, true,
+		{"no data: retryable and outcome added", `{"code":-32603,"message":"API rate limit exceeded"}`, record.OutcomeFailed, true,
 			`{"code":-32603,"message":"API rate limit exceeded","data":{"retryable":true,"outcome":"failed"}}`},
-		{"null data counts as none", `{"code":-32000,"message":"m","data":null}`, store.OutcomeUnknown, false,
+		{"null data counts as none", `{"code":-32000,"message":"m","data":null}`, record.OutcomeUnknown, false,
 			`{"code":-32000,"message":"m","data":{"retryable":false,"outcome":"unknown"}}`},
-		{"object data gains the missing keys", `{"code":-32000,"message":"m","data":{"retryAfter":30}}`, store.OutcomeFailed, true,
+		{"object data gains the missing keys", `{"code":-32000,"message":"m","data":{"retryAfter":30}}`, record.OutcomeFailed, true,
 			`{"code":-32000,"message":"m","data":{"retryAfter":30,"retryable":true,"outcome":"failed"}}`},
-		{"existing keys never overwritten", `{"code":-32000,"message":"m","data":{"retryable":false,"outcome":"unknown"}}`, store.OutcomeFailed, true,
+		{"existing keys never overwritten", `{"code":-32000,"message":"m","data":{"retryable":false,"outcome":"unknown"}}`, record.OutcomeFailed, true,
 			`{"code":-32000,"message":"m","data":{"retryable":false,"outcome":"unknown"}}`},
-		{"non-object data left alone", `{"code":-32000,"message":"m","data":"text"}`, store.OutcomeFailed, true,
+		{"non-object data left alone", `{"code":-32000,"message":"m","data":"text"}`, record.OutcomeFailed, true,
 			`{"code":-32000,"message":"m","data":"text"}`},
 		{"missing error object", ``, "", false,
 			`{"code":-32603,"message":"upstream task failed without an error object","data":{"retryable":false,"outcome":"failed"}}`},
-		{"garbage error object", `[1,2]`, store.OutcomeFailed, false,
+		{"garbage error object", `[1,2]`, record.OutcomeFailed, false,
 			`{"code":-32603,"message":"upstream task failed without an error object","data":{"retryable":false,"outcome":"failed"}}`},
-		{"the lost-task error passes unchanged", string(LostTask().Error), store.OutcomeUnknown, true, string(LostTask().Error)},
+		{"the lost-task error passes unchanged", string(LostTask().Error), record.OutcomeUnknown, true, string(LostTask().Error)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,8 +6,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/sep2663"
-	"github.com/taskbridge/taskbridge/store"
 )
 
 // MaxStatusMessage caps a statusMessage shown to legacy clients, in runes.
@@ -64,24 +64,24 @@ func NormalizeStatus(s string) (sep2663.TaskStatus, bool) {
 // working and input_required may go to each other, stay, or end in any terminal status.
 // from == "" means "no record yet": any known status may be the first. Unknown statuses are
 // never legal.
-func CanTransition(from, to store.Status) bool {
+func CanTransition(from, to record.Status) bool {
 	if !knownStatus(to) {
 		return false
 	}
 	switch from {
 	case "":
 		return true
-	case store.StatusWorking, store.StatusInputRequired:
+	case record.StatusWorking, record.StatusInputRequired:
 		return true
 	default: // terminal or unknown
 		return false
 	}
 }
 
-func knownStatus(s store.Status) bool {
+func knownStatus(s record.Status) bool {
 	switch s {
-	case store.StatusWorking, store.StatusInputRequired, store.StatusCompleted,
-		store.StatusFailed, store.StatusCancelled:
+	case record.StatusWorking, record.StatusInputRequired, record.StatusCompleted,
+		record.StatusFailed, record.StatusCancelled:
 		return true
 	}
 	return false

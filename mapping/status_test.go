@@ -5,8 +5,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/sep2663"
-	"github.com/taskbridge/taskbridge/store"
 )
 
 func TestNormalizeStatus(t *testing.T) {
@@ -37,7 +37,7 @@ func TestNormalizeStatus(t *testing.T) {
 }
 
 func TestCanTransition(t *testing.T) {
-	all := []store.Status{store.StatusWorking, store.StatusInputRequired, store.StatusCompleted, store.StatusFailed, store.StatusCancelled}
+	all := []record.Status{record.StatusWorking, record.StatusInputRequired, record.StatusCompleted, record.StatusFailed, record.StatusCancelled}
 	for _, from := range all {
 		for _, to := range all {
 			want := !from.Terminal() // from a live status anything known is legal; terminal is frozen

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/legacy"
-	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/record"
 )
 
 // TimeLayout is how the bridge writes task times: RFC 3339, UTC, milliseconds, the form the
@@ -17,7 +17,7 @@ func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
 // TaskToLegacy renders a record as the flat legacy Task: times in TimeLayout (a zero
 // LastUpdatedAt shows CreatedAt), ttl null when unlimited, pollInterval omitted when 0.
 // The TTL pointer is copied, never shared with the record.
-func TaskToLegacy(t *store.Task) legacy.Task {
+func TaskToLegacy(t *record.Task) legacy.Task {
 	updated := t.LastUpdatedAt
 	if updated.IsZero() {
 		updated = t.CreatedAt
@@ -38,7 +38,7 @@ func TaskToLegacy(t *store.Task) legacy.Task {
 }
 
 // CreateResultForLegacy is the CreateTaskResult answering a task-augmented tools/call.
-func CreateResultForLegacy(t *store.Task) legacy.CreateTaskResult {
+func CreateResultForLegacy(t *record.Task) legacy.CreateTaskResult {
 	return legacy.CreateTaskResult{Task: TaskToLegacy(t)}
 }
 

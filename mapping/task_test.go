@@ -5,22 +5,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/record"
 )
 
 func TestTaskToLegacy(t *testing.T) {
 	created := time.Date(2026, 11, 29, 8, 21, 21, 240_500_000, time.FixedZone("CET", 3600))
 	cases := []struct {
 		name string
-		rec  store.Task
+		rec  record.Task
 		want string
 	}{
-		{"full", store.Task{ID: "tb-1", UpstreamTaskID: "up-secret", Status: store.StatusWorking, StatusMessage: "step 1",
+		{"full", record.Task{ID: "tb-1", UpstreamTaskID: "up-secret", Status: record.StatusWorking, StatusMessage: "step 1",
 			CreatedAt: created, LastUpdatedAt: created.Add(1002 * time.Millisecond), TTLMs: i64(120000), PollIntervalMs: 1000},
 			`{"taskId":"tb-1","status":"working","statusMessage":"step 1","createdAt":"2026-11-29T07:21:21.240Z","lastUpdatedAt":"2026-11-29T07:21:22.242Z","ttl":120000,"pollInterval":1000}`},
-		{"unlimited ttl is null, no poll interval", store.Task{ID: "tb-2", Status: store.StatusCompleted, CreatedAt: created, LastUpdatedAt: created},
+		{"unlimited ttl is null, no poll interval", record.Task{ID: "tb-2", Status: record.StatusCompleted, CreatedAt: created, LastUpdatedAt: created},
 			`{"taskId":"tb-2","status":"completed","createdAt":"2026-11-29T07:21:21.240Z","lastUpdatedAt":"2026-11-29T07:21:21.240Z","ttl":null}`},
-		{"zero LastUpdatedAt shows CreatedAt", store.Task{ID: "tb-3", Status: store.StatusFailed, StatusMessage: "boom", CreatedAt: created, TTLMs: i64(0)},
+		{"zero LastUpdatedAt shows CreatedAt", record.Task{ID: "tb-3", Status: record.StatusFailed, StatusMessage: "boom", CreatedAt: created, TTLMs: i64(0)},
 			`{"taskId":"tb-3","status":"failed","statusMessage":"boom","createdAt":"2026-11-29T07:21:21.240Z","lastUpdatedAt":"2026-11-29T07:21:21.240Z","ttl":0}`},
 	}
 	for _, tc := range cases {

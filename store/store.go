@@ -1,9 +1,10 @@
 // Package store keeps taskbridge's durable records: legacy sessions, task records and the
-// input requests relayed for them. One interface, two implementations: SQLite (embedded,
+// input requests relayed for them (the record types are package record; this package only
+// persists them). One interface, two implementations: SQLite (embedded,
 // the default, one replica) and PostgreSQL (several replicas).
 //
 // Concurrency contract: every method is safe for concurrent use by many goroutines and,
-// for PostgreSQL, by many processes. Task updates are compare-and-swap on Task.Version, so
+// for PostgreSQL, by many processes. Task updates are compare-and-swap on record.Task.Version, so
 // two replicas racing on one record never lose a write silently: the loser gets ErrConflict,
 // re-reads and decides again.
 package store
@@ -13,6 +14,8 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/taskbridge/taskbridge/record"
 )
 
 var (
@@ -28,113 +31,6 @@ var (
 	ErrNoStore = errors.New("store: no taskbridge store")
 )
 
-// Status is the task status as shown to legacy (2025-11-25) clients.
-type Status string
-
-// The 2025-11-25 statuses.
-const (
-	StatusWorking       Status = "working"
-	StatusInputRequired Status = "input_required"
-	StatusCompleted     Status = "completed"
-	StatusFailed        Status = "failed"
-	StatusCancelled     Status = "cancelled"
-)
-
-// Terminal reports whether s never changes again.
-func (s Status) Terminal() bool {
-	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
-}
-
-// Outcome is what really happened to the operation, kept apart from the protocol status:
-// a task cancelled at the client's request may still have completed upstream.
-type Outcome string
-
-// Operation outcomes.
-const (
-	OutcomePending   Outcome = "pending"
-	OutcomeSucceeded Outcome = "succeeded"
-	OutcomeFailed    Outcome = "failed"
-	OutcomeCancelled Outcome = "cancelled"
-	OutcomeUnknown   Outcome = "unknown"
-)
-
-// Mode says who runs the task.
-type Mode string
-
-// Task modes.
-const (
-	ModeTranslate Mode = "translate" // an upstream SEP-2663 task, translated
-	ModeHost      Mode = "host"      // a bridge-hosted task around a synchronous upstream call
-	ModeComplete  Mode = "complete"  // the upstream answered synchronously; the record holds the result
-)
-
-// Task is one task record. Times are stored with millisecond precision, in UTC.
-type Task struct {
-	ID             string // bridge-minted, random, >= 128 bits; never the upstream's id
-	Owner          string // principal, or "session:<id>" without authentication
-	SessionID      string // legacy session that created it
-	RequestID      string // raw JSON-RPC id of the creating request (idempotency within a session)
-	IdempotencyKey string // optional, unique per Owner
-	Origin         string // upstream identity (URL or command)
-	UpstreamTaskID string // empty until the upstream answered
-	Mode           Mode
-	Tool           string
-	ArgsHash       string // hex sha-256 of the arguments; arguments themselves are never stored
-	Status         Status
-	StatusMessage  string
-	CreatedAt      time.Time
-	LastUpdatedAt  time.Time
-	TTLMs          *int64 // nil: unlimited
-	PollIntervalMs int64  // what legacy clients are told
-	UpstreamPollMs int64  // what the upstream asked for (0 if unknown)
-	// Result is the CallToolResult to hand out from tasks/result (set when completed, or
-	// when failed through a tool error with isError:true).
-	Result json.RawMessage
-	// Error is the JSON-RPC error object ({code,message,data}) when failed by an error.
-	Error         json.RawMessage
-	Outcome       Outcome
-	OutcomeDetail string
-	ProgressToken json.RawMessage // from the creating request's _meta, if any
-	// Version is incremented by every successful UpdateTask; callers pass back the version
-	// they read.
-	Version int64
-}
-
-// ExpiresAt returns when the task's ttl runs out, and false for an unlimited ttl.
-func (t *Task) ExpiresAt() (time.Time, bool) {
-	if t.TTLMs == nil {
-		return time.Time{}, false
-	}
-	return t.CreatedAt.Add(time.Duration(*t.TTLMs) * time.Millisecond), true
-}
-
-// Session is a legacy (2025-11-25 and older) client session opened by initialize.
-type Session struct {
-	ID                 string
-	ProtocolVersion    string
-	ClientInfo         json.RawMessage // {"name","version",...} as sent
-	ClientCapabilities json.RawMessage
-	Principal          string // "" without authentication
-	CreatedAt          time.Time
-	LastSeenAt         time.Time
-	Closed             bool
-}
-
-// Input is one input request an upstream task is waiting on, and its relay state.
-type Input struct {
-	TaskID string
-	Key    string          // the upstream inputRequests key
-	Method string          // elicitation/create, sampling/createMessage, roots/list
-	Params json.RawMessage // as sent to the legacy client (bridge ids, related-task _meta)
-	// RequestID is the JSON-RPC id the bridge issued when it delivered the request ("" until
-	// delivered). Unique across the store: a client's answer is matched by it alone.
-	RequestID   string
-	DeliveredAt *time.Time
-	Response    json.RawMessage // the client's result object, once answered
-	AnsweredAt  *time.Time
-	ForwardedAt *time.Time // when the answer went upstream in tasks/update
-}
-
 // Cursor is a keyset position in a newest-first task listing.
 type Cursor struct {
 	CreatedAt time.Time
@@ -145,14 +41,14 @@ type Cursor struct {
 type TaskQuery struct {
 	Owner     string
 	SessionID string
-	Status    Status
+	Status    record.Status
 	Limit     int
 }
 
 // SessionTaskCount is one row of CountTasksBySession.
 type SessionTaskCount struct {
 	SessionID string
-	Mode      Mode
+	Mode      record.Mode
 	Count     int
 }
 
@@ -175,7 +71,7 @@ type ClientSummary struct {
 	Sessions        int
 	// Tasks counts the tasks these sessions created in the window, by mode (only the
 	// modes that occur).
-	Tasks map[Mode]int
+	Tasks map[record.Mode]int
 }
 
 // ClientDays is one row of SummarizeClientDays: a client (as in ClientSummary) had a
@@ -205,30 +101,30 @@ type Summary struct {
 
 // Store is the durable record keeper. See the package comment for the concurrency contract.
 type Store interface {
-	CreateSession(ctx context.Context, s *Session) error
-	GetSession(ctx context.Context, id string) (*Session, error)
+	CreateSession(ctx context.Context, s *record.Session) error
+	GetSession(ctx context.Context, id string) (*record.Session, error)
 	TouchSession(ctx context.Context, id string, at time.Time) error
 	CloseSession(ctx context.Context, id string) error
 
 	// CreateTask inserts t with Version 1. ErrConflict when the id, or the non-empty
 	// (Owner, IdempotencyKey) pair, exists already.
-	CreateTask(ctx context.Context, t *Task) error
-	GetTask(ctx context.Context, id string) (*Task, error)
+	CreateTask(ctx context.Context, t *record.Task) error
+	GetTask(ctx context.Context, id string) (*record.Task, error)
 	// FindTaskByRequest finds the task created by request id requestID in a session.
-	FindTaskByRequest(ctx context.Context, sessionID, requestID string) (*Task, error)
-	FindTaskByIdempotencyKey(ctx context.Context, owner, key string) (*Task, error)
+	FindTaskByRequest(ctx context.Context, sessionID, requestID string) (*record.Task, error)
+	FindTaskByIdempotencyKey(ctx context.Context, owner, key string) (*record.Task, error)
 	// UpdateTask writes every mutable field of t if the stored Version equals t.Version,
 	// then sets t.Version to the new version. Otherwise ErrConflict and nothing changes.
-	UpdateTask(ctx context.Context, t *Task) error
+	UpdateTask(ctx context.Context, t *record.Task) error
 	// ListTasks returns up to limit tasks of owner, newest first (CreatedAt desc, ID desc),
 	// strictly after the cursor when it is non-nil.
-	ListTasks(ctx context.Context, owner string, after *Cursor, limit int) ([]*Task, error)
+	ListTasks(ctx context.Context, owner string, after *Cursor, limit int) ([]*record.Task, error)
 	// ListActive returns every non-terminal task (for resuming after a restart).
-	ListActive(ctx context.Context) ([]*Task, error)
+	ListActive(ctx context.Context) ([]*record.Task, error)
 	// ListUnsettled returns the terminal tasks with an upstream id whose real outcome is
 	// still pending: cancelled by the client while the upstream may carry on. A replica
 	// that died between recording such a cancel and telling the upstream leaves one.
-	ListUnsettled(ctx context.Context) ([]*Task, error)
+	ListUnsettled(ctx context.Context) ([]*record.Task, error)
 	// CountActive counts owner's non-terminal tasks (the per-principal concurrency cap).
 	CountActive(ctx context.Context, owner string) (int, error)
 	// ReleaseIdempotencyKey clears a task's IdempotencyKey (an operator reconciled it), so
@@ -248,13 +144,13 @@ type Store interface {
 
 	// PutInputs inserts the inputs that do not exist yet (by TaskID, Key); existing ones
 	// are left untouched.
-	PutInputs(ctx context.Context, in []Input) error
-	ListInputs(ctx context.Context, taskID string) ([]Input, error)
+	PutInputs(ctx context.Context, in []record.Input) error
+	ListInputs(ctx context.Context, taskID string) ([]record.Input, error)
 	// MarkInputDelivered records the first delivery of an input under a bridge-issued
 	// request id. An input already delivered keeps its id: ErrConflict, and the caller
 	// uses the stored id (ListInputs). ErrConflict too when requestID is taken.
 	MarkInputDelivered(ctx context.Context, taskID, key, requestID string, at time.Time) error
-	FindInputByRequestID(ctx context.Context, requestID string) (*Input, error)
+	FindInputByRequestID(ctx context.Context, requestID string) (*record.Input, error)
 	// AnswerInput stores the first answer for (taskID, key) and reports first=true; later
 	// answers are dropped and report first=false.
 	AnswerInput(ctx context.Context, taskID, key string, resp json.RawMessage, at time.Time) (first bool, err error)
@@ -262,10 +158,10 @@ type Store interface {
 
 	// ListSessions returns the sessions last seen at or after since, most recently seen
 	// first (operator reports: which legacy clients are still around).
-	ListSessions(ctx context.Context, since time.Time) ([]*Session, error)
+	ListSessions(ctx context.Context, since time.Time) ([]*record.Session, error)
 	// QueryTasks returns up to q.Limit tasks of any owner matching q, newest first
 	// (CreatedAt desc, ID desc); Limit <= 0 means no limit. For operator commands.
-	QueryTasks(ctx context.Context, q TaskQuery) ([]*Task, error)
+	QueryTasks(ctx context.Context, q TaskQuery) ([]*record.Task, error)
 	// CountTasksBySession counts the tasks created at or after since, per creating session
 	// and mode (the migration report's "tasks created" and route columns).
 	CountTasksBySession(ctx context.Context, since time.Time) ([]SessionTaskCount, error)

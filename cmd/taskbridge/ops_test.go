@@ -32,7 +32,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/legacyclient"
 	"github.com/taskbridge/taskbridge/internal/testenv"
-	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/record"
 )
 
 // served is one "taskbridge serve" process with an admin listener.
@@ -618,12 +618,12 @@ func TestTasksCommandsInProcess(t *testing.T) {
 	}
 	now := time.Now().UTC()
 	ttl := int64(60_000)
-	for _, tk := range []*store.Task{
-		{ID: "lost", Owner: "principal:/alice", SessionID: "s1", IdempotencyKey: "pay-1", Mode: store.ModeTranslate, Tool: "pay",
-			Status: store.StatusFailed, StatusMessage: "The upstream did not answer; whether the tool ran is unknown.",
-			CreatedAt: now, LastUpdatedAt: now, TTLMs: &ttl, Outcome: store.OutcomeUnknown},
-		{ID: "fine", Owner: "principal:acme/bob", SessionID: "s2", Mode: store.ModeTranslate, Tool: "slow_compute",
-			Status: store.StatusWorking, CreatedAt: now.Add(-time.Second), LastUpdatedAt: now, TTLMs: &ttl, Outcome: store.OutcomePending},
+	for _, tk := range []*record.Task{
+		{ID: "lost", Owner: "principal:/alice", SessionID: "s1", IdempotencyKey: "pay-1", Mode: record.ModeTranslate, Tool: "pay",
+			Status: record.StatusFailed, StatusMessage: "The upstream did not answer; whether the tool ran is unknown.",
+			CreatedAt: now, LastUpdatedAt: now, TTLMs: &ttl, Outcome: record.OutcomeUnknown},
+		{ID: "fine", Owner: "principal:acme/bob", SessionID: "s2", Mode: record.ModeTranslate, Tool: "slow_compute",
+			Status: record.StatusWorking, CreatedAt: now.Add(-time.Second), LastUpdatedAt: now, TTLMs: &ttl, Outcome: record.OutcomePending},
 	} {
 		if err := st.CreateTask(context.Background(), tk); err != nil {
 			t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/internal/testenv"
-	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store/postgres"
 )
 
@@ -129,7 +129,7 @@ func TestReportTellsNoDataFromNoTraffic(t *testing.T) {
 
 	st, _ = openStore(context.Background(), "sqlite:"+path)
 	old := time.Now().Add(-60 * 24 * time.Hour).UTC()
-	if err := st.CreateSession(context.Background(), &store.Session{ID: "s-old", ProtocolVersion: "2025-11-25",
+	if err := st.CreateSession(context.Background(), &record.Session{ID: "s-old", ProtocolVersion: "2025-11-25",
 		ClientInfo: json.RawMessage(`{"name":"old-ide","version":"1"}`), CreatedAt: old, LastSeenAt: old}); err != nil {
 		t.Fatal(err)
 	}
@@ -154,14 +154,14 @@ func TestReportTerminalSafe(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	if err := st.CreateSession(context.Background(), &store.Session{ID: "s1", ProtocolVersion: "2025-11-25",
+	if err := st.CreateSession(context.Background(), &record.Session{ID: "s1", ProtocolVersion: "2025-11-25",
 		ClientInfo: json.RawMessage(`{"name":"evil\u001b[2J\u001b]0;owned\u0007","version":"1\r\n2"}`), CreatedAt: now, LastSeenAt: now}); err != nil {
 		t.Fatal(err)
 	}
 	ttl := int64(60_000)
-	if err := st.CreateTask(context.Background(), &store.Task{ID: "t1", Owner: "principal:/a\u001b[31m", SessionID: "s1",
-		Tool: "tool\u202e", Status: store.StatusWorking, StatusMessage: "msg\u001b[0m", Mode: store.ModeTranslate,
-		CreatedAt: now, LastUpdatedAt: now, TTLMs: &ttl, Outcome: store.OutcomePending}); err != nil {
+	if err := st.CreateTask(context.Background(), &record.Task{ID: "t1", Owner: "principal:/a\u001b[31m", SessionID: "s1",
+		Tool: "tool\u202e", Status: record.StatusWorking, StatusMessage: "msg\u001b[0m", Mode: record.ModeTranslate,
+		CreatedAt: now, LastUpdatedAt: now, TTLMs: &ttl, Outcome: record.OutcomePending}); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()
@@ -198,10 +198,10 @@ func TestReadOnlyCommandsPostgresRole(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(st.CreateSession(ctx, &store.Session{ID: "s1", ProtocolVersion: "2025-11-25",
+	must(st.CreateSession(ctx, &record.Session{ID: "s1", ProtocolVersion: "2025-11-25",
 		ClientInfo: json.RawMessage(`{"name":"pg-ide","version":"3.1"}`), CreatedAt: now, LastSeenAt: now}))
-	must(st.CreateTask(ctx, &store.Task{ID: "pg-task", Owner: "session:s1", SessionID: "s1", Tool: "slow_compute",
-		Status: store.StatusWorking, Mode: store.ModeTranslate, CreatedAt: now, LastUpdatedAt: now, TTLMs: &ttl, Outcome: store.OutcomePending}))
+	must(st.CreateTask(ctx, &record.Task{ID: "pg-task", Owner: "session:s1", SessionID: "s1", Tool: "slow_compute",
+		Status: record.StatusWorking, Mode: record.ModeTranslate, CreatedAt: now, LastUpdatedAt: now, TTLMs: &ttl, Outcome: record.OutcomePending}))
 	st.Close()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {

@@ -27,7 +27,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/fixture"
 	"github.com/taskbridge/taskbridge/internal/testenv"
-	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store/sqlite"
 )
 
@@ -62,10 +62,10 @@ func seedLegacyUse(t *testing.T, db string, now time.Time) []seededDay {
 		}
 		k := max(1, int(math.Round(8*math.Pow(0.93, float64(i)))))
 		tasks := max(1, int(40*math.Pow(0.9, float64(i))))
-		var sessions []*store.Session
+		var sessions []*record.Session
 		for c := range k {
 			at := start.Add(span * time.Duration(c) / time.Duration(k+1))
-			se := &store.Session{ID: fmt.Sprintf("seed-%d-%d", i, c), ProtocolVersion: "2025-11-25",
+			se := &record.Session{ID: fmt.Sprintf("seed-%d-%d", i, c), ProtocolVersion: "2025-11-25",
 				ClientInfo: json.RawMessage(fmt.Sprintf(`{"name":%q,"version":"1.%d"}`, names[c], c)),
 				CreatedAt:  at, LastSeenAt: at.Add(span / time.Duration(k+1) / 2)}
 			if err := st.CreateSession(ctx, se); err != nil {
@@ -78,9 +78,9 @@ func seedLegacyUse(t *testing.T, db string, now time.Time) []seededDay {
 			n++
 			ttl := int64(48 * time.Hour / time.Millisecond)
 			at := se.CreatedAt.Add(time.Duration(j) * time.Millisecond)
-			tk := &store.Task{ID: fmt.Sprintf("%032x", n), Owner: "session:" + se.ID, SessionID: se.ID,
-				RequestID: fmt.Sprint(j), Mode: store.ModeTranslate, Tool: "slow_compute", Status: store.StatusCompleted,
-				CreatedAt: at, LastUpdatedAt: at, TTLMs: &ttl, Outcome: store.OutcomeSucceeded, PollIntervalMs: 1000}
+			tk := &record.Task{ID: fmt.Sprintf("%032x", n), Owner: "session:" + se.ID, SessionID: se.ID,
+				RequestID: fmt.Sprint(j), Mode: record.ModeTranslate, Tool: "slow_compute", Status: record.StatusCompleted,
+				CreatedAt: at, LastUpdatedAt: at, TTLMs: &ttl, Outcome: record.OutcomeSucceeded, PollIntervalMs: 1000}
 			if err := st.CreateTask(ctx, tk); err != nil {
 				t.Fatal(err)
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/taskbridge/taskbridge/bridge"
 	"github.com/taskbridge/taskbridge/internal/config"
 	"github.com/taskbridge/taskbridge/internal/redact"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -100,8 +101,8 @@ func tasksList(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if _, err := parseArgs(fs, c, args, stdout); err != nil {
 		return err
 	}
-	switch store.Status(*status) {
-	case "", store.StatusWorking, store.StatusInputRequired, store.StatusCompleted, store.StatusFailed, store.StatusCancelled:
+	switch record.Status(*status) {
+	case "", record.StatusWorking, record.StatusInputRequired, record.StatusCompleted, record.StatusFailed, record.StatusCancelled:
 	default:
 		return fmt.Errorf("tasks list: --status %q: want working, input_required, completed, failed or cancelled", *status)
 	}
@@ -110,7 +111,7 @@ func tasksList(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer st.Close()
-	ts, err := st.QueryTasks(ctx, store.TaskQuery{Owner: ownerOf(*principal), Status: store.Status(*status), SessionID: *session, Limit: *limit})
+	ts, err := st.QueryTasks(ctx, store.TaskQuery{Owner: ownerOf(*principal), Status: record.Status(*status), SessionID: *session, Limit: *limit})
 	if err != nil {
 		return err
 	}
@@ -167,7 +168,7 @@ type view struct {
 	Version        int64     `json:"version"`
 }
 
-func taskView(t *store.Task) view {
+func taskView(t *record.Task) view {
 	v := view{ID: t.ID, Owner: t.Owner, SessionID: t.SessionID, RequestID: t.RequestID, IdempotencyKey: t.IdempotencyKey,
 		Origin: redact.URL(t.Origin), UpstreamTaskID: t.UpstreamTaskID, Mode: string(t.Mode), Tool: t.Tool, ArgsHash: t.ArgsHash,
 		// Rows written before redaction existed may quote a URL with credentials: shown redacted.
@@ -278,7 +279,7 @@ type inputView struct {
 	Forwarded string `json:"forwardedAt,omitempty"`
 }
 
-func inputViews(ins []store.Input) []inputView {
+func inputViews(ins []record.Input) []inputView {
 	ts := func(t *time.Time) string {
 		if t == nil {
 			return ""
@@ -320,10 +321,10 @@ func tasksReconcile(ctx context.Context, args []string, stdout, stderr io.Writer
 		return errors.New("tasks reconcile: want exactly one task ID")
 	}
 	var ran bool
-	switch store.Outcome(*outcome) {
-	case store.OutcomeSucceeded:
+	switch record.Outcome(*outcome) {
+	case record.OutcomeSucceeded:
 		ran = true
-	case store.OutcomeFailed, store.OutcomeCancelled:
+	case record.OutcomeFailed, record.OutcomeCancelled:
 	default:
 		return fmt.Errorf("tasks reconcile: --outcome %q: want succeeded, failed or cancelled", *outcome)
 	}
@@ -340,9 +341,9 @@ func tasksReconcile(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return fmt.Errorf("tasks reconcile: %w", err)
 	}
-	if store.Outcome(*outcome) == store.OutcomeCancelled {
+	if record.Outcome(*outcome) == record.OutcomeCancelled {
 		// bridge.Reconcile records "did not run" as failed; keep the operator's word.
-		rec.Outcome = store.OutcomeCancelled
+		rec.Outcome = record.OutcomeCancelled
 		if err := st.UpdateTask(ctx, rec); err != nil {
 			return fmt.Errorf("tasks reconcile: record cancelled: %w", err)
 		}

@@ -16,7 +16,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/internal/legacyclient"
-	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store/sqlite"
 )
 
@@ -338,15 +338,15 @@ func seed(ctx context.Context, path string, n int) (string, error) {
 	defer st.Close()
 	now := time.Now().UTC()
 	sid := "bench-session-0000000000000000"
-	if err := st.CreateSession(ctx, &store.Session{ID: sid, ProtocolVersion: "2025-11-25", ClientInfo: []byte(`{"name":"tbbench","version":"1"}`),
+	if err := st.CreateSession(ctx, &record.Session{ID: sid, ProtocolVersion: "2025-11-25", ClientInfo: []byte(`{"name":"tbbench","version":"1"}`),
 		ClientCapabilities: []byte(`{}`), CreatedAt: now, LastSeenAt: now}); err != nil {
 		return "", err
 	}
 	ttl := int64(24 * 3600 * 1000)
 	for i := range n {
-		t := &store.Task{ID: fmt.Sprintf("%032x", i+1), Owner: "session:" + sid, SessionID: sid, Origin: "bench", Mode: store.ModeComplete,
-			Tool: "greet", Status: store.StatusCompleted, CreatedAt: now.Add(time.Duration(i) * time.Millisecond), LastUpdatedAt: now,
-			TTLMs: &ttl, PollIntervalMs: 1000, Result: []byte(`{"content":[{"type":"text","text":"hi"}]}`), Outcome: store.OutcomeSucceeded}
+		t := &record.Task{ID: fmt.Sprintf("%032x", i+1), Owner: "session:" + sid, SessionID: sid, Origin: "bench", Mode: record.ModeComplete,
+			Tool: "greet", Status: record.StatusCompleted, CreatedAt: now.Add(time.Duration(i) * time.Millisecond), LastUpdatedAt: now,
+			TTLMs: &ttl, PollIntervalMs: 1000, Result: []byte(`{"content":[{"type":"text","text":"hi"}]}`), Outcome: record.OutcomeSucceeded}
 		if err := st.CreateTask(ctx, t); err != nil {
 			return "", err
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/testenv"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/sqlite"
 )
@@ -230,7 +231,7 @@ func TestInstrumentedStoreAndTasksGauge(t *testing.T) {
 		t.Fatalf("GetTask: %v", err)
 	}
 	now := time.Now()
-	if err := st.CreateTask(ctx, &store.Task{ID: "a", Owner: "o", Status: store.StatusWorking, CreatedAt: now, LastUpdatedAt: now, Outcome: store.OutcomePending}); err != nil {
+	if err := st.CreateTask(ctx, &record.Task{ID: "a", Owner: "o", Status: record.StatusWorking, CreatedAt: now, LastUpdatedAt: now, Outcome: record.OutcomePending}); err != nil {
 		t.Fatal(err)
 	}
 	m.SetTasksSource(func(ctx context.Context) (map[string]int, error) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -37,14 +38,14 @@ func (s *timedStore) obs(op string, start time.Time, err error) {
 	s.m.Store(op, err, time.Since(start))
 }
 
-func (s *timedStore) CreateSession(ctx context.Context, se *store.Session) error {
+func (s *timedStore) CreateSession(ctx context.Context, se *record.Session) error {
 	start := time.Now()
 	err := s.Store.CreateSession(ctx, se)
 	s.obs("create_session", start, err)
 	return err
 }
 
-func (s *timedStore) GetSession(ctx context.Context, id string) (*store.Session, error) {
+func (s *timedStore) GetSession(ctx context.Context, id string) (*record.Session, error) {
 	start := time.Now()
 	se, err := s.Store.GetSession(ctx, id)
 	s.obs("get_session", start, notFoundOK(err))
@@ -58,42 +59,42 @@ func (s *timedStore) TouchSession(ctx context.Context, id string, at time.Time) 
 	return err
 }
 
-func (s *timedStore) CreateTask(ctx context.Context, t *store.Task) error {
+func (s *timedStore) CreateTask(ctx context.Context, t *record.Task) error {
 	start := time.Now()
 	err := s.Store.CreateTask(ctx, t)
 	s.obs("create_task", start, err)
 	return err
 }
 
-func (s *timedStore) GetTask(ctx context.Context, id string) (*store.Task, error) {
+func (s *timedStore) GetTask(ctx context.Context, id string) (*record.Task, error) {
 	start := time.Now()
 	t, err := s.Store.GetTask(ctx, id)
 	s.obs("get_task", start, notFoundOK(err))
 	return t, err
 }
 
-func (s *timedStore) FindTaskByRequest(ctx context.Context, sessionID, requestID string) (*store.Task, error) {
+func (s *timedStore) FindTaskByRequest(ctx context.Context, sessionID, requestID string) (*record.Task, error) {
 	start := time.Now()
 	t, err := s.Store.FindTaskByRequest(ctx, sessionID, requestID)
 	s.obs("find_task", start, notFoundOK(err))
 	return t, err
 }
 
-func (s *timedStore) UpdateTask(ctx context.Context, t *store.Task) error {
+func (s *timedStore) UpdateTask(ctx context.Context, t *record.Task) error {
 	start := time.Now()
 	err := s.Store.UpdateTask(ctx, t)
 	s.obs("update_task", start, err)
 	return err
 }
 
-func (s *timedStore) ListTasks(ctx context.Context, owner string, after *store.Cursor, limit int) ([]*store.Task, error) {
+func (s *timedStore) ListTasks(ctx context.Context, owner string, after *store.Cursor, limit int) ([]*record.Task, error) {
 	start := time.Now()
 	ts, err := s.Store.ListTasks(ctx, owner, after, limit)
 	s.obs("list_tasks", start, err)
 	return ts, err
 }
 
-func (s *timedStore) ListInputs(ctx context.Context, taskID string) ([]store.Input, error) {
+func (s *timedStore) ListInputs(ctx context.Context, taskID string) ([]record.Input, error) {
 	start := time.Now()
 	in, err := s.Store.ListInputs(ctx, taskID)
 	s.obs("list_inputs", start, err)

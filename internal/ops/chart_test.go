@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/record"
 )
 
 func TestNiceMax(t *testing.T) {
@@ -26,7 +26,7 @@ func TestReportDays(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2027, 5, 10, 9, 30, 0, 0, time.UTC)
 	today := time.Date(2027, 5, 10, 0, 0, 0, 0, time.UTC)
-	for _, se := range []store.Session{
+	for _, se := range []record.Session{
 		// ide: two sessions of one client on 05-08, one of them lasting into 05-09.
 		{ID: "a", ProtocolVersion: "2025-11-25", ClientInfo: json.RawMessage(`{"name":"ide","version":"1"}`), CreatedAt: today.Add(-48 * time.Hour), LastSeenAt: today.Add(-20 * time.Hour)},
 		{ID: "b", ProtocolVersion: "2025-11-25", ClientInfo: json.RawMessage(`{"name":"ide","version":"1"}`), CreatedAt: today.Add(-47 * time.Hour), LastSeenAt: today.Add(-46 * time.Hour)},
@@ -40,7 +40,7 @@ func TestReportDays(t *testing.T) {
 		}
 	}
 	for i, at := range []time.Time{today.Add(-47 * time.Hour), today.Add(-46 * time.Hour), today.Add(time.Hour)} {
-		tk := &store.Task{ID: fmt.Sprint("t", i), Owner: "session:a", SessionID: "a", Mode: store.ModeTranslate, Status: store.StatusCompleted,
+		tk := &record.Task{ID: fmt.Sprint("t", i), Owner: "session:a", SessionID: "a", Mode: record.ModeTranslate, Status: record.StatusCompleted,
 			CreatedAt: at, LastUpdatedAt: at}
 		if err := st.CreateTask(ctx, tk); err != nil {
 			t.Fatal(err)

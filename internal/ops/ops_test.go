@@ -27,6 +27,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/metrics"
 	"github.com/taskbridge/taskbridge/internal/testenv"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/postgres"
 	"github.com/taskbridge/taskbridge/store/sqlite"
@@ -341,7 +342,7 @@ func TestStatusPageAndReport(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2027, 5, 1, 12, 0, 0, 0, time.UTC)
 	sunset := time.Date(2027, 7, 28, 0, 0, 0, 0, time.UTC)
-	sessions := []store.Session{
+	sessions := []record.Session{
 		{ID: "s1", ProtocolVersion: "2025-11-25", ClientInfo: json.RawMessage(`{"name":"<b>ide</b>","version":"1"}`), Principal: "/alice", CreatedAt: now.Add(-72 * time.Hour), LastSeenAt: now.Add(-time.Hour)},
 		{ID: "s2", ProtocolVersion: "2025-11-25", ClientInfo: json.RawMessage(`{"name":"<b>ide</b>","version":"1"}`), Principal: "/alice", CreatedAt: now.Add(-2 * time.Hour), LastSeenAt: now.Add(-2 * time.Hour)},
 		{ID: "s3", ProtocolVersion: "2025-06-18", CreatedAt: now.Add(-time.Hour), LastSeenAt: now.Add(-time.Minute)},
@@ -352,17 +353,17 @@ func TestStatusPageAndReport(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mk := func(id, sess string, mode store.Mode, status store.Status) {
+	mk := func(id, sess string, mode record.Mode, status record.Status) {
 		ttl := int64(3600_000)
-		tk := &store.Task{ID: id, Owner: "principal:/alice", SessionID: sess, Mode: mode, Tool: "t", Status: status,
-			CreatedAt: now.Add(-time.Hour), LastUpdatedAt: now, TTLMs: &ttl, Outcome: store.OutcomePending}
+		tk := &record.Task{ID: id, Owner: "principal:/alice", SessionID: sess, Mode: mode, Tool: "t", Status: status,
+			CreatedAt: now.Add(-time.Hour), LastUpdatedAt: now, TTLMs: &ttl, Outcome: record.OutcomePending}
 		if err := st.CreateTask(ctx, tk); err != nil {
 			t.Fatal(err)
 		}
 	}
-	mk("t1", "s1", store.ModeTranslate, store.StatusWorking)
-	mk("t2", "s2", store.ModeHost, store.StatusInputRequired)
-	mk("t3", "s2", store.ModeTranslate, store.StatusCompleted)
+	mk("t1", "s1", record.ModeTranslate, record.StatusWorking)
+	mk("t2", "s2", record.ModeHost, record.StatusInputRequired)
+	mk("t3", "s2", record.ModeTranslate, record.StatusCompleted)
 
 	r, err := BuildReport(ctx, st, now, 30*24*time.Hour, sunset)
 	if err != nil {
@@ -459,7 +460,7 @@ func TestStatusNoDataVersusNoTraffic(t *testing.T) {
 	}
 	st := openSQLite(t)
 	old := now.Add(-60 * 24 * time.Hour)
-	if err := st.CreateSession(context.Background(), &store.Session{ID: "s", ProtocolVersion: "2025-11-25", CreatedAt: old, LastSeenAt: old}); err != nil {
+	if err := st.CreateSession(context.Background(), &record.Session{ID: "s", ProtocolVersion: "2025-11-25", CreatedAt: old, LastSeenAt: old}); err != nil {
 		t.Fatal(err)
 	}
 	h = Handler(Options{Store: st, Logger: zerolog.Nop(), Now: func() time.Time { return now }})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/internal/metrics"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -100,7 +101,7 @@ func (r *Report) InFlightTotal() int {
 // aggregated by the store, and every non-terminal task.
 func BuildReport(ctx context.Context, st store.Store, now time.Time, window time.Duration, sunset time.Time) (*Report, error) {
 	r := &Report{Generated: now.UTC(), Window: humanWindow(window), Since: now.Add(-window).UTC(), Sunset: sunset,
-		InFlight: map[string]int{string(store.StatusWorking): 0, string(store.StatusInputRequired): 0}}
+		InFlight: map[string]int{string(record.StatusWorking): 0, string(record.StatusInputRequired): 0}}
 	if !sunset.IsZero() {
 		r.DaysLeft = metrics.DaysUntil(sunset, now)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/internal/testenv"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/postgres"
 )
@@ -36,7 +37,7 @@ func TestReportSameAsPerSession(t *testing.T) {
 				`{"name":7,"version":null}`, `{"name":"","version":""}`, `{"name":"dup","name":"other","version":"2"}`,
 				`{"name":"\u00e9\"<b>","version":"\ud83d\ude00"}`, `{"name":["x"],"version":{"v":1}}`, `{"name":"ide","version":"1 "}`}
 			for i := range 60 {
-				se := &store.Session{ID: fmt.Sprintf("s%02d", i), ProtocolVersion: []string{"2025-11-25", "2025-06-18"}[i%2],
+				se := &record.Session{ID: fmt.Sprintf("s%02d", i), ProtocolVersion: []string{"2025-11-25", "2025-06-18"}[i%2],
 					Principal: []string{"", "acme/alice", "acme/bob"}[i%3], CreatedAt: now.Add(-time.Duration(i*7) * time.Hour),
 					LastSeenAt: now.Add(-time.Duration(i*5) * time.Hour)} // the oldest fall outside a 7-day window
 				if info := infos[i%len(infos)]; info != "" {
@@ -47,10 +48,10 @@ func TestReportSameAsPerSession(t *testing.T) {
 				}
 				for j := range i % 4 {
 					ttl := int64(3600_000)
-					tk := &store.Task{ID: fmt.Sprintf("t%02d-%d", i, j), Owner: "o", SessionID: se.ID, RequestID: fmt.Sprint(j),
-						Mode: []store.Mode{store.ModeTranslate, store.ModeHost, store.ModeComplete}[j%3], Tool: "t",
-						Status: store.StatusCompleted, CreatedAt: now.Add(-time.Duration(i*j) * time.Hour), LastUpdatedAt: now,
-						TTLMs: &ttl, Outcome: store.OutcomeSucceeded}
+					tk := &record.Task{ID: fmt.Sprintf("t%02d-%d", i, j), Owner: "o", SessionID: se.ID, RequestID: fmt.Sprint(j),
+						Mode: []record.Mode{record.ModeTranslate, record.ModeHost, record.ModeComplete}[j%3], Tool: "t",
+						Status: record.StatusCompleted, CreatedAt: now.Add(-time.Duration(i*j) * time.Hour), LastUpdatedAt: now,
+						TTLMs: &ttl, Outcome: record.OutcomeSucceeded}
 					if err := st.CreateTask(ctx, tk); err != nil {
 						t.Fatal(err)
 					}
@@ -82,7 +83,7 @@ func TestReportSameAsPerSession(t *testing.T) {
 func reportFromSessions(t *testing.T, st store.Store, now time.Time, window time.Duration) *Report {
 	ctx := context.Background()
 	r := &Report{Generated: now.UTC(), Window: humanWindow(window), Since: now.Add(-window).UTC(),
-		InFlight: map[string]int{string(store.StatusWorking): 0, string(store.StatusInputRequired): 0}}
+		InFlight: map[string]int{string(record.StatusWorking): 0, string(record.StatusInputRequired): 0}}
 	today := now.UTC().Truncate(24 * time.Hour)
 	days := min(max(int((window+24*time.Hour-1)/(24*time.Hour)), 1), maxChartDays)
 	firstDay := today.AddDate(0, 0, -(days - 1))
@@ -94,7 +95,7 @@ func reportFromSessions(t *testing.T, st store.Store, now time.Time, window time
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sessions []*store.Session
+	var sessions []*record.Session
 	for _, se := range all {
 		if !se.LastSeenAt.Before(r.Since) {
 			sessions = append(sessions, se)

@@ -9,12 +9,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
 
 // PutInputs inserts the inputs that do not exist yet, in one transaction. ErrNotFound when
 // an input names an unknown task.
-func (s *Store) PutInputs(ctx context.Context, in []store.Input) error {
+func (s *Store) PutInputs(ctx context.Context, in []record.Input) error {
 	if len(in) == 0 {
 		return nil
 	}
@@ -40,9 +41,9 @@ func (s *Store) PutInputs(ctx context.Context, in []store.Input) error {
 
 const inputColumns = `task_id, key, method, params, request_id, delivered_at, response, answered_at, forwarded_at`
 
-func scanInput(row pgx.Row) (store.Input, error) {
+func scanInput(row pgx.Row) (record.Input, error) {
 	var (
-		in                   store.Input
+		in                   record.Input
 		params, resp         []byte
 		deliv, answ, forward *int64
 	)
@@ -55,13 +56,13 @@ func scanInput(row pgx.Row) (store.Input, error) {
 }
 
 // ListInputs returns the task's inputs in key order.
-func (s *Store) ListInputs(ctx context.Context, taskID string) ([]store.Input, error) {
+func (s *Store) ListInputs(ctx context.Context, taskID string) ([]record.Input, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+inputColumns+` FROM inputs WHERE task_id = $1 ORDER BY key`, taskID)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list inputs: %w", err)
 	}
 	defer rows.Close()
-	var out []store.Input
+	var out []record.Input
 	for rows.Next() {
 		in, err := scanInput(rows)
 		if err != nil {
@@ -95,7 +96,7 @@ func (s *Store) MarkInputDelivered(ctx context.Context, taskID, key, requestID s
 }
 
 // FindInputByRequestID returns the input delivered under requestID, or ErrNotFound.
-func (s *Store) FindInputByRequestID(ctx context.Context, requestID string) (*store.Input, error) {
+func (s *Store) FindInputByRequestID(ctx context.Context, requestID string) (*record.Input, error) {
 	in, err := scanInput(s.pool.QueryRow(ctx, `SELECT `+inputColumns+` FROM inputs
 		WHERE request_id = $1 AND request_id <> ''`, requestID))
 	if err != nil {

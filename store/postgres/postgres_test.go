@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/taskbridge/taskbridge/internal/testenv"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/storetest"
 )
@@ -226,12 +227,12 @@ func TestTwoReplicasAnswerInput(t *testing.T) {
 	a, b := openT(t, dsn), openT(t, dsn)
 	ctx := t.Context()
 	now := time.Now()
-	task := &store.Task{ID: "t1", Owner: "o", Mode: store.ModeTranslate, Status: store.StatusWorking,
-		Outcome: store.OutcomePending, CreatedAt: now, LastUpdatedAt: now}
+	task := &record.Task{ID: "t1", Owner: "o", Mode: record.ModeTranslate, Status: record.StatusWorking,
+		Outcome: record.OutcomePending, CreatedAt: now, LastUpdatedAt: now}
 	if err := a.CreateTask(ctx, task); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.PutInputs(ctx, []store.Input{{TaskID: "t1", Key: "k", Method: "roots/list"}}); err != nil {
+	if err := b.PutInputs(ctx, []record.Input{{TaskID: "t1", Key: "k", Method: "roots/list"}}); err != nil {
 		t.Fatal(err)
 	}
 	var (

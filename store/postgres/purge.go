@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/record"
 )
 
 // terminalIn is the SQL list of terminal statuses.
@@ -17,7 +17,7 @@ const terminalIn = `('completed', 'failed', 'cancelled')`
 func (s *Store) CountActive(ctx context.Context, owner string) (int, error) {
 	var n int
 	err := s.pool.QueryRow(ctx, `SELECT COUNT(*) FROM tasks WHERE owner = $1 AND status IN ($2, $3)`,
-		owner, store.StatusWorking, store.StatusInputRequired).Scan(&n)
+		owner, record.StatusWorking, record.StatusInputRequired).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: count active: %w", err)
 	}

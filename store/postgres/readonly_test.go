@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/taskbridge/taskbridge/internal/testenv"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -16,7 +17,7 @@ func TestOpenReadOnlyRole(t *testing.T) {
 	ctx := context.Background()
 	dsn := testDSN(t)
 	rw := openT(t, dsn)
-	if err := rw.CreateSession(ctx, &store.Session{ID: "s1", ProtocolVersion: "2025-11-25"}); err != nil {
+	if err := rw.CreateSession(ctx, &record.Session{ID: "s1", ProtocolVersion: "2025-11-25"}); err != nil {
 		t.Fatal(err)
 	}
 	roDSN := testenv.PostgresReadOnly(t, dsn)
@@ -28,7 +29,7 @@ func TestOpenReadOnlyRole(t *testing.T) {
 	if sum, err := ro.Summary(ctx); err != nil || sum.Sessions != 1 {
 		t.Fatalf("Summary through the read-only role: %+v %v", sum, err)
 	}
-	if err := ro.CreateSession(ctx, &store.Session{ID: "s2", ProtocolVersion: "2025-11-25"}); err == nil {
+	if err := ro.CreateSession(ctx, &record.Session{ID: "s2", ProtocolVersion: "2025-11-25"}); err == nil {
 		t.Error("CreateSession through the read-only open succeeded")
 	}
 	if err := ro.CheckWritable(ctx); err == nil {

@@ -9,11 +9,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
 
 // ListSessions returns the sessions last seen at or after since, most recently seen first.
-func (s *Store) ListSessions(ctx context.Context, since time.Time) ([]*store.Session, error) {
+func (s *Store) ListSessions(ctx context.Context, since time.Time) ([]*record.Session, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, protocol_version, client_info, client_capabilities,
 		principal, created_at, last_seen_at, closed FROM sessions WHERE last_seen_at >= $1
 		ORDER BY last_seen_at DESC, id DESC`, msOf(since))
@@ -21,10 +22,10 @@ func (s *Store) ListSessions(ctx context.Context, since time.Time) ([]*store.Ses
 		return nil, fmt.Errorf("postgres: list sessions: %w", err)
 	}
 	defer rows.Close()
-	var out []*store.Session
+	var out []*record.Session
 	for rows.Next() {
 		var (
-			se             store.Session
+			se             record.Session
 			info, caps     []byte
 			created, lastS int64
 		)
@@ -42,7 +43,7 @@ func (s *Store) ListSessions(ctx context.Context, since time.Time) ([]*store.Ses
 }
 
 // QueryTasks returns up to q.Limit tasks matching q, newest first.
-func (s *Store) QueryTasks(ctx context.Context, q store.TaskQuery) ([]*store.Task, error) {
+func (s *Store) QueryTasks(ctx context.Context, q store.TaskQuery) ([]*record.Task, error) {
 	var (
 		where []string
 		args  []any
@@ -114,7 +115,7 @@ func (s *Store) CountTasksBySession(ctx context.Context, since time.Time) ([]sto
 		if err := rows.Scan(&c.SessionID, &mode, &n); err != nil {
 			return nil, fmt.Errorf("postgres: count tasks: %w", err)
 		}
-		c.Mode, c.Count = store.Mode(mode), int(n)
+		c.Mode, c.Count = record.Mode(mode), int(n)
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
@@ -160,7 +161,7 @@ func (s *Store) SummarizeClients(ctx context.Context, since time.Time) ([]store.
 				rows.Close()
 				return err
 			}
-			c.FirstSeen, c.LastSeen, c.Sessions, c.Tasks = timeOf(first), timeOf(lastS), int(n), map[store.Mode]int{}
+			c.FirstSeen, c.LastSeen, c.Sessions, c.Tasks = timeOf(first), timeOf(lastS), int(n), map[record.Mode]int{}
 			out = append(out, c)
 		}
 		rows.Close()
@@ -189,7 +190,7 @@ func (s *Store) SummarizeClients(ctx context.Context, since time.Time) ([]store.
 				return err
 			}
 			if c := byKey[k]; c != nil {
-				c.Tasks[store.Mode(mode)] += int(n)
+				c.Tasks[record.Mode(mode)] += int(n)
 			}
 		}
 		return rows.Err()

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/record"
 )
 
 // terminalIn is the SQL list of terminal statuses.
@@ -15,7 +15,7 @@ const terminalIn = `('completed', 'failed', 'cancelled')`
 func (s *Store) CountActive(ctx context.Context, owner string) (int, error) {
 	var n int
 	err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM tasks WHERE owner = ? AND status IN (?, ?)`,
-		owner, store.StatusWorking, store.StatusInputRequired).Scan(&n)
+		owner, record.StatusWorking, record.StatusInputRequired).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: count active: %w", err)
 	}

@@ -8,11 +8,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
 
 // ListSessions returns the sessions last seen at or after since, most recently seen first.
-func (s *Store) ListSessions(ctx context.Context, since time.Time) ([]*store.Session, error) {
+func (s *Store) ListSessions(ctx context.Context, since time.Time) ([]*record.Session, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT id, protocol_version, client_info, client_capabilities,
 		principal, created_at, last_seen_at, closed FROM sessions WHERE last_seen_at >= ?
 		ORDER BY last_seen_at DESC, id DESC`, msOf(since))
@@ -20,10 +21,10 @@ func (s *Store) ListSessions(ctx context.Context, since time.Time) ([]*store.Ses
 		return nil, fmt.Errorf("sqlite: list sessions: %w", err)
 	}
 	defer rows.Close()
-	var out []*store.Session
+	var out []*record.Session
 	for rows.Next() {
 		var (
-			se             store.Session
+			se             record.Session
 			info, caps     []byte
 			created, lastS int64
 		)
@@ -41,7 +42,7 @@ func (s *Store) ListSessions(ctx context.Context, since time.Time) ([]*store.Ses
 }
 
 // QueryTasks returns up to q.Limit tasks matching q, newest first.
-func (s *Store) QueryTasks(ctx context.Context, q store.TaskQuery) ([]*store.Task, error) {
+func (s *Store) QueryTasks(ctx context.Context, q store.TaskQuery) ([]*record.Task, error) {
 	var (
 		where []string
 		args  []any
@@ -152,7 +153,7 @@ func (s *Store) SummarizeClients(ctx context.Context, since time.Time) ([]store.
 			rows.Close()
 			return nil, fmt.Errorf("sqlite: summarize clients: %w", err)
 		}
-		c.FirstSeen, c.LastSeen, c.Tasks = timeOf(first), timeOf(lastS), map[store.Mode]int{}
+		c.FirstSeen, c.LastSeen, c.Tasks = timeOf(first), timeOf(lastS), map[record.Mode]int{}
 		out = append(out, c)
 	}
 	rows.Close()
@@ -180,7 +181,7 @@ func (s *Store) SummarizeClients(ctx context.Context, since time.Time) ([]store.
 			return nil, fmt.Errorf("sqlite: summarize client tasks: %w", err)
 		}
 		if c := byKey[k]; c != nil {
-			c.Tasks[store.Mode(mode)] += n
+			c.Tasks[record.Mode(mode)] += n
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/storetest"
 )
@@ -31,11 +32,11 @@ func TestStore(t *testing.T) {
 	})
 }
 
-func testTask(id string) *store.Task {
+func testTask(id string) *record.Task {
 	now := time.Now()
-	return &store.Task{
-		ID: id, Owner: "alice", SessionID: "s1", RequestID: "r-" + id, Mode: store.ModeTranslate,
-		Tool: "t", Status: store.StatusWorking, Outcome: store.OutcomePending,
+	return &record.Task{
+		ID: id, Owner: "alice", SessionID: "s1", RequestID: "r-" + id, Mode: record.ModeTranslate,
+		Tool: "t", Status: record.StatusWorking, Outcome: record.OutcomePending,
 		CreatedAt: now, LastUpdatedAt: now, PollIntervalMs: 1000,
 	}
 }
@@ -70,7 +71,7 @@ func TestTwoProcesses(t *testing.T) {
 		t.Errorf("a does not see b's update: %+v", x)
 	}
 
-	if err := b.PutInputs(ctx, []store.Input{{TaskID: "t1", Key: "k", Method: "elicitation/create"}}); err != nil {
+	if err := b.PutInputs(ctx, []record.Input{{TaskID: "t1", Key: "k", Method: "elicitation/create"}}); err != nil {
 		t.Fatal(err)
 	}
 	var (

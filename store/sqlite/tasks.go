@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
 
 // CreateSession inserts se. ErrConflict when the id exists.
-func (s *Store) CreateSession(ctx context.Context, se *store.Session) error {
+func (s *Store) CreateSession(ctx context.Context, se *record.Session) error {
 	_, err := s.w.ExecContext(ctx, `INSERT INTO sessions
 		(id, protocol_version, client_info, client_capabilities, principal, created_at, last_seen_at, closed)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -24,9 +25,9 @@ func (s *Store) CreateSession(ctx context.Context, se *store.Session) error {
 }
 
 // GetSession returns the session with id, or ErrNotFound.
-func (s *Store) GetSession(ctx context.Context, id string) (*store.Session, error) {
+func (s *Store) GetSession(ctx context.Context, id string) (*record.Session, error) {
 	var (
-		se             store.Session
+		se             record.Session
 		info, caps     []byte
 		created, lastS int64
 	)
@@ -71,9 +72,9 @@ const taskColumns = `id, owner, session_id, request_id, idempotency_key, origin,
 
 type scanner interface{ Scan(dest ...any) error }
 
-func scanTask(row scanner) (*store.Task, error) {
+func scanTask(row scanner) (*record.Task, error) {
 	var (
-		t                   store.Task
+		t                   record.Task
 		created, updated    int64
 		ttl                 sql.NullInt64
 		result, rpcErr, tok []byte
@@ -101,7 +102,7 @@ func ttlArg(p *int64) any {
 }
 
 // CreateTask inserts t and sets t.Version to 1.
-func (s *Store) CreateTask(ctx context.Context, t *store.Task) error {
+func (s *Store) CreateTask(ctx context.Context, t *record.Task) error {
 	_, err := s.w.ExecContext(ctx, `INSERT INTO tasks (`+taskColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`,
 		t.ID, t.Owner, t.SessionID, t.RequestID, t.IdempotencyKey, t.Origin, t.UpstreamTaskID,
@@ -115,7 +116,7 @@ func (s *Store) CreateTask(ctx context.Context, t *store.Task) error {
 	return nil
 }
 
-func (s *Store) getTask(ctx context.Context, what, where string, args ...any) (*store.Task, error) {
+func (s *Store) getTask(ctx context.Context, what, where string, args ...any) (*record.Task, error) {
 	t, err := scanTask(s.r.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE `+where, args...))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %s: %w", what, mapErr(err))
@@ -124,17 +125,17 @@ func (s *Store) getTask(ctx context.Context, what, where string, args ...any) (*
 }
 
 // GetTask returns the task with id, or ErrNotFound.
-func (s *Store) GetTask(ctx context.Context, id string) (*store.Task, error) {
+func (s *Store) GetTask(ctx context.Context, id string) (*record.Task, error) {
 	return s.getTask(ctx, "get task", `id = ?`, id)
 }
 
 // FindTaskByRequest returns the task created by requestID in the session, or ErrNotFound.
-func (s *Store) FindTaskByRequest(ctx context.Context, sessionID, requestID string) (*store.Task, error) {
+func (s *Store) FindTaskByRequest(ctx context.Context, sessionID, requestID string) (*record.Task, error) {
 	return s.getTask(ctx, "find task by request", `session_id = ? AND request_id = ? AND request_id != ''`, sessionID, requestID)
 }
 
 // FindTaskByIdempotencyKey returns owner's task with key, or ErrNotFound.
-func (s *Store) FindTaskByIdempotencyKey(ctx context.Context, owner, key string) (*store.Task, error) {
+func (s *Store) FindTaskByIdempotencyKey(ctx context.Context, owner, key string) (*record.Task, error) {
 	return s.getTask(ctx, "find task by idempotency key", `owner = ? AND idempotency_key = ? AND idempotency_key != ''`, owner, key)
 }
 
@@ -142,7 +143,7 @@ func (s *Store) FindTaskByIdempotencyKey(ctx context.Context, owner, key string)
 // identity fields (ID, Owner, SessionID, RequestID, IdempotencyKey, Origin, Tool,
 // ArgsHash, CreatedAt, ProgressToken) are never rewritten. ErrConflict when the version
 // moved on, ErrNotFound when there is no such task.
-func (s *Store) UpdateTask(ctx context.Context, t *store.Task) error {
+func (s *Store) UpdateTask(ctx context.Context, t *record.Task) error {
 	n, err := rowsAffected(s.w.ExecContext(ctx, `UPDATE tasks SET
 		upstream_task_id = ?, mode = ?, status = ?, status_message = ?, last_updated_at = ?,
 		ttl_ms = ?, poll_interval_ms = ?, upstream_poll_ms = ?, result = ?, rpc_error = ?,
@@ -176,7 +177,7 @@ func (s *Store) missOrConflict(ctx context.Context, id string) error {
 
 // ListTasks returns up to limit of owner's tasks, newest first, strictly after the cursor.
 // limit <= 0 means no limit.
-func (s *Store) ListTasks(ctx context.Context, owner string, after *store.Cursor, limit int) ([]*store.Task, error) {
+func (s *Store) ListTasks(ctx context.Context, owner string, after *store.Cursor, limit int) ([]*record.Task, error) {
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
 	}
@@ -192,25 +193,25 @@ func (s *Store) ListTasks(ctx context.Context, owner string, after *store.Cursor
 }
 
 // ListActive returns every task that is not terminal, oldest first.
-func (s *Store) ListActive(ctx context.Context) ([]*store.Task, error) {
+func (s *Store) ListActive(ctx context.Context) ([]*record.Task, error) {
 	return s.listTasks(ctx, "list active tasks", `SELECT `+taskColumns+` FROM tasks
-		WHERE status IN (?, ?) ORDER BY created_at, id`, store.StatusWorking, store.StatusInputRequired)
+		WHERE status IN (?, ?) ORDER BY created_at, id`, record.StatusWorking, record.StatusInputRequired)
 }
 
 // ListUnsettled returns terminal tasks with an upstream id and a pending outcome.
-func (s *Store) ListUnsettled(ctx context.Context) ([]*store.Task, error) {
+func (s *Store) ListUnsettled(ctx context.Context) ([]*record.Task, error) {
 	return s.listTasks(ctx, "list unsettled tasks", `SELECT `+taskColumns+` FROM tasks
 		WHERE status IN (?, ?, ?) AND outcome = ? AND upstream_task_id != '' ORDER BY created_at, id`,
-		store.StatusCompleted, store.StatusFailed, store.StatusCancelled, store.OutcomePending)
+		record.StatusCompleted, record.StatusFailed, record.StatusCancelled, record.OutcomePending)
 }
 
-func (s *Store) listTasks(ctx context.Context, what, query string, args ...any) ([]*store.Task, error) {
+func (s *Store) listTasks(ctx context.Context, what, query string, args ...any) ([]*record.Task, error) {
 	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %s: %w", what, err)
 	}
 	defer rows.Close()
-	var out []*store.Task
+	var out []*record.Task
 	for rows.Next() {
 		t, err := scanTask(rows)
 		if err != nil {

@@ -7,18 +7,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
 
-func newInputs(taskID string) []store.Input {
-	return []store.Input{
+func newInputs(taskID string) []record.Input {
+	return []record.Input{
 		{TaskID: taskID, Key: "k2", Method: "sampling/createMessage", Params: json.RawMessage(`{"messages":[], "maxTokens": 10}`)},
 		{TaskID: taskID, Key: "k1", Method: "elicitation/create", Params: json.RawMessage(`{"message":"name?" ,"requestedSchema":{}}`)},
 	}
 }
 
 // checkInputs fails t unless ListInputs(taskID) returns want (in key order).
-func checkInputs(t *testing.T, s store.Store, taskID string, want []store.Input) {
+func checkInputs(t *testing.T, s store.Store, taskID string, want []record.Input) {
 	t.Helper()
 	got, err := s.ListInputs(t.Context(), taskID)
 	must(t, err, "ListInputs")
@@ -32,7 +33,7 @@ func checkInputs(t *testing.T, s store.Store, taskID string, want []store.Input)
 	}
 }
 
-func setupInputs(t *testing.T, s store.Store) []store.Input {
+func setupInputs(t *testing.T, s store.Store) []record.Input {
 	t.Helper()
 	must(t, s.CreateTask(t.Context(), newTask("t1", "alice")), "CreateTask")
 	in := newInputs("t1")
@@ -43,16 +44,16 @@ func setupInputs(t *testing.T, s store.Store) []store.Input {
 func testInputs(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	in := setupInputs(t, s)
-	checkInputs(t, s, "t1", []store.Input{in[1], in[0]})
+	checkInputs(t, s, "t1", []record.Input{in[1], in[0]})
 
 	// Again, with changed params and one new input: existing ones stay as they were.
 	again := newInputs("t1")
 	again[0].Params = json.RawMessage(`{"changed":true}`)
 	again[1].Method = "roots/list"
 	at := base.Add(time.Second)
-	k3 := store.Input{TaskID: "t1", Key: "k0", Method: "roots/list", RequestID: "b-9", DeliveredAt: &at}
+	k3 := record.Input{TaskID: "t1", Key: "k0", Method: "roots/list", RequestID: "b-9", DeliveredAt: &at}
 	must(t, s.PutInputs(ctx, append(again, k3)), "PutInputs again")
-	checkInputs(t, s, "t1", []store.Input{k3, in[1], in[0]})
+	checkInputs(t, s, "t1", []record.Input{k3, in[1], in[0]})
 
 	must(t, s.PutInputs(ctx, nil), "PutInputs(nil)")
 	got, err := s.ListInputs(ctx, "nope")
@@ -75,7 +76,7 @@ func testInputDelivery(t *testing.T, s store.Store) {
 	if d := diff(normInput(want), *got); d != "" {
 		t.Errorf("FindInputByRequestID differs:%s", d)
 	}
-	checkInputs(t, s, "t1", []store.Input{want, in[0]})
+	checkInputs(t, s, "t1", []record.Input{want, in[0]})
 
 	// The first delivery's id wins: two processes racing to deliver one input must not
 	// leave a client holding an id the store no longer knows.
@@ -112,7 +113,7 @@ func testAnswerInput(t *testing.T, s store.Store) {
 	}
 	want := in[0]
 	want.Response, want.AnsweredAt = json.RawMessage(`{"role":"assistant", "content":{}}`), &at
-	checkInputs(t, s, "t1", []store.Input{in[1], want})
+	checkInputs(t, s, "t1", []record.Input{in[1], want})
 
 	_, err = s.AnswerInput(ctx, "t1", "nope", json.RawMessage(`{}`), at)
 	wantErr(t, err, store.ErrNotFound, "AnswerInput unknown key")
@@ -164,7 +165,7 @@ func testMarkInputForwarded(t *testing.T, s store.Store) {
 	must(t, s.MarkInputForwarded(ctx, "t1", "k1", at.Add(time.Minute)), "MarkInputForwarded again")
 	want := in[1]
 	want.ForwardedAt = &at
-	checkInputs(t, s, "t1", []store.Input{want, in[0]})
+	checkInputs(t, s, "t1", []record.Input{want, in[0]})
 	wantErr(t, s.MarkInputForwarded(ctx, "t1", "nope", at), store.ErrNotFound, "MarkInputForwarded unknown key")
 }
 

@@ -4,12 +4,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
 
 func testCountActive(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	for i, st := range []store.Status{store.StatusWorking, store.StatusInputRequired, store.StatusCompleted, store.StatusFailed, store.StatusCancelled} {
+	for i, st := range []record.Status{record.StatusWorking, record.StatusInputRequired, record.StatusCompleted, record.StatusFailed, record.StatusCancelled} {
 		x := newTask(string(rune('a'+i)), "alice")
 		x.Status = st
 		must(t, s.CreateTask(ctx, x), "CreateTask")
@@ -73,20 +74,20 @@ func testReleaseRequestID(t *testing.T, s store.Store) {
 func testPurgeExpired(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	ttl := int64(60_000)
-	mk := func(id string, st store.Status, age time.Duration, ttl *int64) *store.Task {
+	mk := func(id string, st record.Status, age time.Duration, ttl *int64) *record.Task {
 		x := newTask(id, "alice")
 		x.Status, x.TTLMs = st, ttl
 		x.CreatedAt = base.Add(-age)
 		x.LastUpdatedAt = x.CreatedAt
-		x.Outcome = store.OutcomeSucceeded
+		x.Outcome = record.OutcomeSucceeded
 		must(t, s.CreateTask(ctx, x), "CreateTask "+id)
 		return x
 	}
-	fresh := mk("fresh", store.StatusCompleted, 30*time.Second, &ttl)    // ttl not yet out
-	expired := mk("expired", store.StatusCompleted, 2*time.Minute, &ttl) // payload goes
-	old := mk("old", store.StatusFailed, 48*time.Hour, &ttl)             // past retention: deleted
-	running := mk("running", store.StatusWorking, 2*time.Minute, &ttl)   // never purged while live
-	forever := mk("forever", store.StatusCompleted, 48*time.Hour, nil)   // unlimited ttl
+	fresh := mk("fresh", record.StatusCompleted, 30*time.Second, &ttl)    // ttl not yet out
+	expired := mk("expired", record.StatusCompleted, 2*time.Minute, &ttl) // payload goes
+	old := mk("old", record.StatusFailed, 48*time.Hour, &ttl)             // past retention: deleted
+	running := mk("running", record.StatusWorking, 2*time.Minute, &ttl)   // never purged while live
+	forever := mk("forever", record.StatusCompleted, 48*time.Hour, nil)   // unlimited ttl
 	must(t, s.PutInputs(ctx, newInputs("expired")), "PutInputs")
 	must(t, s.PutInputs(ctx, newInputs("old")), "PutInputs")
 
@@ -106,7 +107,7 @@ func testPurgeExpired(t *testing.T, s store.Store) {
 	if ins, err := s.ListInputs(ctx, expired.ID); err != nil || len(ins) != 0 {
 		t.Errorf("inputs of a purged task: %d, %v; want none", len(ins), err)
 	}
-	for _, x := range []*store.Task{fresh, running, forever} {
+	for _, x := range []*record.Task{fresh, running, forever} {
 		got, err := s.GetTask(ctx, x.ID)
 		must(t, err, "GetTask "+x.ID)
 		checkTask(t, normTask(x), got, x.ID+" untouched")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -20,12 +21,12 @@ import (
 func testListSessions(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	for i, id := range []string{"old", "mid", "new"} {
-		se := &store.Session{ID: id, ProtocolVersion: "2025-11-25",
+		se := &record.Session{ID: id, ProtocolVersion: "2025-11-25",
 			ClientInfo: json.RawMessage(fmt.Sprintf(`{"name":"client-%d","version":"1.%d"}`, i, i)),
 			Principal:  "p" + id, CreatedAt: base.Add(time.Duration(i) * time.Hour), LastSeenAt: base.Add(time.Duration(i) * time.Hour)}
 		must(t, s.CreateSession(ctx, se), "CreateSession")
 	}
-	ids := func(ss []*store.Session) []string {
+	ids := func(ss []*record.Session) []string {
 		var out []string
 		for _, se := range ss {
 			out = append(out, se.ID)
@@ -52,16 +53,16 @@ func testListSessions(t *testing.T, s store.Store) {
 // testQueryTasks: any owner, filters combine, newest first, limit.
 func testQueryTasks(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	mk := func(id, owner string, st store.Status, at int) {
+	mk := func(id, owner string, st record.Status, at int) {
 		tk := newTask(id, owner)
 		tk.Status, tk.CreatedAt = st, base.Add(time.Duration(at)*time.Minute)
 		must(t, s.CreateTask(ctx, tk), "CreateTask "+id)
 	}
-	mk("t1", "principal:alice", store.StatusWorking, 1)
-	mk("t2", "principal:bob", store.StatusCompleted, 2)
-	mk("t3", "principal:alice", store.StatusCompleted, 3)
-	mk("t4", "principal:alice", store.StatusWorking, 4)
-	ids := func(ts []*store.Task) []string {
+	mk("t1", "principal:alice", record.StatusWorking, 1)
+	mk("t2", "principal:bob", record.StatusCompleted, 2)
+	mk("t3", "principal:alice", record.StatusCompleted, 3)
+	mk("t4", "principal:alice", record.StatusWorking, 4)
+	ids := func(ts []*record.Task) []string {
 		var out []string
 		for _, tk := range ts {
 			out = append(out, tk.ID)
@@ -74,8 +75,8 @@ func testQueryTasks(t *testing.T, s store.Store) {
 	}{
 		{store.TaskQuery{}, []string{"t4", "t3", "t2", "t1"}},
 		{store.TaskQuery{Owner: "principal:alice"}, []string{"t4", "t3", "t1"}},
-		{store.TaskQuery{Status: store.StatusCompleted}, []string{"t3", "t2"}},
-		{store.TaskQuery{Owner: "principal:alice", Status: store.StatusWorking, Limit: 1}, []string{"t4"}},
+		{store.TaskQuery{Status: record.StatusCompleted}, []string{"t3", "t2"}},
+		{store.TaskQuery{Owner: "principal:alice", Status: record.StatusWorking, Limit: 1}, []string{"t4"}},
 		{store.TaskQuery{SessionID: "sess-principal:bob"}, []string{"t2"}},
 		{store.TaskQuery{Owner: "principal:carol"}, nil},
 	}
@@ -89,28 +90,28 @@ func testQueryTasks(t *testing.T, s store.Store) {
 	got, err := s.QueryTasks(ctx, store.TaskQuery{Owner: "principal:bob"})
 	must(t, err, "QueryTasks bob")
 	want := newTask("t2", "principal:bob")
-	want.Status, want.CreatedAt, want.Version = store.StatusCompleted, base.Add(2*time.Minute), 1
+	want.Status, want.CreatedAt, want.Version = record.StatusCompleted, base.Add(2*time.Minute), 1
 	checkTask(t, normTask(want), got[0], "QueryTasks row")
 }
 
 // testCountTasksBySession: counts per (session, mode) for tasks created since.
 func testCountTasksBySession(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	mk := func(id, sess string, mode store.Mode, at int) {
+	mk := func(id, sess string, mode record.Mode, at int) {
 		tk := newTask(id, "principal:x")
 		tk.SessionID, tk.Mode, tk.CreatedAt = sess, mode, base.Add(time.Duration(at)*time.Minute)
 		must(t, s.CreateTask(ctx, tk), "CreateTask "+id)
 	}
-	mk("a", "s1", store.ModeTranslate, 0)
-	mk("b", "s1", store.ModeTranslate, 5)
-	mk("c", "s1", store.ModeHost, 6)
-	mk("d", "s2", store.ModeTranslate, 7)
+	mk("a", "s1", record.ModeTranslate, 0)
+	mk("b", "s1", record.ModeTranslate, 5)
+	mk("c", "s1", record.ModeHost, 6)
+	mk("d", "s2", record.ModeTranslate, 7)
 	got, err := s.CountTasksBySession(ctx, base.Add(time.Minute))
 	must(t, err, "CountTasksBySession")
 	want := []store.SessionTaskCount{
-		{SessionID: "s1", Mode: store.ModeHost, Count: 1},
-		{SessionID: "s1", Mode: store.ModeTranslate, Count: 1},
-		{SessionID: "s2", Mode: store.ModeTranslate, Count: 1},
+		{SessionID: "s1", Mode: record.ModeHost, Count: 1},
+		{SessionID: "s1", Mode: record.ModeTranslate, Count: 1},
+		{SessionID: "s2", Mode: record.ModeTranslate, Count: 1},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("CountTasksBySession = %+v, want %+v", got, want)
@@ -168,17 +169,17 @@ func testSummarizeClients(t *testing.T, s store.Store) {
 		{"d1", `{"name":"first","name":"second","version":"\u00e9 <&>"}`, "2025-11-25", "", 2 * time.Hour, 2 * time.Hour},
 		{"old", `{"name":"claude","version":"1.0"}`, "2025-11-25", "acme/alice", 0, 30 * time.Minute},
 	} {
-		must(t, s.CreateSession(ctx, &store.Session{ID: se.id, ProtocolVersion: se.proto, ClientInfo: rawOrNil(se.info),
+		must(t, s.CreateSession(ctx, &record.Session{ID: se.id, ProtocolVersion: se.proto, ClientInfo: rawOrNil(se.info),
 			Principal: se.principal, CreatedAt: base.Add(se.created), LastSeenAt: base.Add(se.seen)}), "CreateSession "+se.id)
 	}
 	for i, tk := range []struct {
 		sess string
-		mode store.Mode
+		mode record.Mode
 		at   time.Duration
 	}{
-		{"a1", store.ModeTranslate, 2 * time.Hour}, {"a2", store.ModeTranslate, 2 * time.Hour},
-		{"a2", store.ModeHost, 2 * time.Hour}, {"a1", store.ModeTranslate, 0}, // before since: not counted
-		{"c1", store.ModeComplete, 3 * time.Hour}, {"old", store.ModeTranslate, 2 * time.Hour}, // session outside the window
+		{"a1", record.ModeTranslate, 2 * time.Hour}, {"a2", record.ModeTranslate, 2 * time.Hour},
+		{"a2", record.ModeHost, 2 * time.Hour}, {"a1", record.ModeTranslate, 0}, // before since: not counted
+		{"c1", record.ModeComplete, 3 * time.Hour}, {"old", record.ModeTranslate, 2 * time.Hour}, // session outside the window
 	} {
 		x := newTask(fmt.Sprintf("t%d", i), "o")
 		x.SessionID, x.Mode, x.CreatedAt, x.RequestID = tk.sess, tk.mode, base.Add(tk.at), fmt.Sprintf("%d", i)
@@ -192,15 +193,15 @@ func testSummarizeClients(t *testing.T, s store.Store) {
 	at := func(d time.Duration) time.Time { return ms(base.Add(d)) }
 	want := []store.ClientSummary{
 		{Name: "", Version: "", ProtocolVersion: "2025-06-18", FirstSeen: at(2 * time.Hour), LastSeen: at(4 * time.Hour), Sessions: 2,
-			Tasks: map[store.Mode]int{store.ModeComplete: 1}},
+			Tasks: map[record.Mode]int{record.ModeComplete: 1}},
 		{Name: "", Version: "2", ProtocolVersion: "2025-06-18", FirstSeen: at(3 * time.Hour), LastSeen: at(4 * time.Hour), Sessions: 1,
-			Tasks: map[store.Mode]int{}},
+			Tasks: map[record.Mode]int{}},
 		{Name: "claude", Version: "1.0", ProtocolVersion: "2025-11-25", Principal: "acme/alice", FirstSeen: at(0), LastSeen: at(3 * time.Hour),
-			Sessions: 2, Tasks: map[store.Mode]int{store.ModeTranslate: 2, store.ModeHost: 1}},
+			Sessions: 2, Tasks: map[record.Mode]int{record.ModeTranslate: 2, record.ModeHost: 1}},
 		{Name: "claude", Version: "1.0", ProtocolVersion: "2025-11-25", Principal: "acme/bob", FirstSeen: at(2 * time.Hour), LastSeen: at(2 * time.Hour),
-			Sessions: 1, Tasks: map[store.Mode]int{}},
+			Sessions: 1, Tasks: map[record.Mode]int{}},
 		{Name: "first", Version: "é <&>", ProtocolVersion: "2025-11-25", FirstSeen: at(2 * time.Hour), LastSeen: at(2 * time.Hour), Sessions: 1,
-			Tasks: map[store.Mode]int{}},
+			Tasks: map[record.Mode]int{}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("SummarizeClients:\n got %+v\nwant %+v", got, want)
@@ -226,7 +227,7 @@ func testPurgeSessions(t *testing.T, s store.Store) {
 		closed bool
 	}{{"idle", -2 * time.Hour, false}, {"closed", -2 * time.Hour, true}, {"recent", -30 * time.Minute, false},
 		{"recent-closed", -30 * time.Minute, true}, {"edge", -time.Hour, false}} {
-		must(t, s.CreateSession(ctx, &store.Session{ID: se.id, ProtocolVersion: "2025-11-25", CreatedAt: base.Add(-3 * time.Hour),
+		must(t, s.CreateSession(ctx, &record.Session{ID: se.id, ProtocolVersion: "2025-11-25", CreatedAt: base.Add(-3 * time.Hour),
 			LastSeenAt: base.Add(se.seen)}), "CreateSession")
 		if se.closed {
 			must(t, s.CloseSession(ctx, se.id), "CloseSession")
@@ -278,7 +279,7 @@ func testSummarizeClientDays(t *testing.T, s store.Store) {
 		{"b1", ``, day0.Add(-time.Hour), day0.Add(time.Hour)},
 		{"gone", `{"name":"a","version":"1"}`, day0.Add(-48 * time.Hour), day0.Add(-time.Millisecond)},
 	} {
-		must(t, s.CreateSession(ctx, &store.Session{ID: se.id, ProtocolVersion: "2025-11-25", ClientInfo: rawOrNil(se.info),
+		must(t, s.CreateSession(ctx, &record.Session{ID: se.id, ProtocolVersion: "2025-11-25", ClientInfo: rawOrNil(se.info),
 			CreatedAt: se.created, LastSeenAt: se.seen}), "CreateSession "+se.id)
 	}
 	got, err := s.SummarizeClientDays(ctx, day0)
@@ -308,7 +309,7 @@ func testSummary(t *testing.T, s store.Store) {
 	}
 	for i, id := range []string{"a", "b"} {
 		at := base.Add(time.Duration(i) * time.Hour)
-		must(t, s.CreateSession(ctx, &store.Session{ID: id, ProtocolVersion: "2025-11-25", CreatedAt: at, LastSeenAt: at}), "CreateSession")
+		must(t, s.CreateSession(ctx, &record.Session{ID: id, ProtocolVersion: "2025-11-25", CreatedAt: at, LastSeenAt: at}), "CreateSession")
 	}
 	must(t, s.TouchSession(ctx, "a", base.Add(5*time.Hour)), "TouchSession")
 	for _, id := range []string{"t1", "t2", "t3"} {

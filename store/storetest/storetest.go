@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -116,8 +117,8 @@ func must(t *testing.T, err error, what string) {
 }
 
 // newTask returns a task with every field set to a distinct non-zero value.
-func newTask(id, owner string) *store.Task {
-	return &store.Task{
+func newTask(id, owner string) *record.Task {
+	return &record.Task{
 		ID:             id,
 		Owner:          owner,
 		SessionID:      "sess-" + owner,
@@ -125,10 +126,10 @@ func newTask(id, owner string) *store.Task {
 		IdempotencyKey: "",
 		Origin:         "https://upstream.example/mcp",
 		UpstreamTaskID: "up-" + id,
-		Mode:           store.ModeTranslate,
+		Mode:           record.ModeTranslate,
 		Tool:           "slow_tool",
 		ArgsHash:       "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
-		Status:         store.StatusWorking,
+		Status:         record.StatusWorking,
 		StatusMessage:  "started",
 		CreatedAt:      base,
 		LastUpdatedAt:  base.Add(1500 * time.Microsecond),
@@ -137,14 +138,14 @@ func newTask(id, owner string) *store.Task {
 		UpstreamPollMs: 250,
 		Result:         json.RawMessage(`{ "content":[{"type":"text","text":"ok"}],  "b":1, "a":"\u00e9" }`),
 		Error:          json.RawMessage(`{"code":-32603,"message":"boom"}`),
-		Outcome:        store.OutcomePending,
+		Outcome:        record.OutcomePending,
 		OutcomeDetail:  "detail",
 		ProgressToken:  json.RawMessage(`"tok-1"`),
 	}
 }
 
 // normTask returns what the store must give back for t.
-func normTask(t *store.Task) *store.Task {
+func normTask(t *record.Task) *record.Task {
 	c := *t
 	c.CreatedAt = ms(t.CreatedAt)
 	c.LastUpdatedAt = ms(t.LastUpdatedAt)
@@ -157,7 +158,7 @@ func normTask(t *store.Task) *store.Task {
 	return &c
 }
 
-func normInput(in store.Input) store.Input {
+func normInput(in record.Input) record.Input {
 	in.Params = rawNorm(in.Params)
 	in.Response = rawNorm(in.Response)
 	in.DeliveredAt = msp(in.DeliveredAt)
@@ -209,7 +210,7 @@ func show(v any) string {
 	return fmt.Sprintf("%#v", v)
 }
 
-func checkTask(t *testing.T, want, got *store.Task, what string) {
+func checkTask(t *testing.T, want, got *record.Task, what string) {
 	t.Helper()
 	if d := diff(want, got); d != "" {
 		t.Errorf("%s: task differs:%s", what, d)

@@ -10,12 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
 
 func testSessions(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	full := &store.Session{
+	full := &record.Session{
 		ID:                 "s1",
 		ProtocolVersion:    "2025-11-25",
 		ClientInfo:         json.RawMessage(`{"name":"c", "version":"1.0"}`),
@@ -24,8 +25,8 @@ func testSessions(t *testing.T, s store.Store) {
 		CreatedAt:          base,
 		LastSeenAt:         base.Add(time.Second),
 	}
-	bare := &store.Session{ID: "s2", ProtocolVersion: "2025-06-18", CreatedAt: base, LastSeenAt: base}
-	for _, in := range []*store.Session{full, bare} {
+	bare := &record.Session{ID: "s2", ProtocolVersion: "2025-06-18", CreatedAt: base, LastSeenAt: base}
+	for _, in := range []*record.Session{full, bare} {
 		must(t, s.CreateSession(ctx, in), "CreateSession "+in.ID)
 		got, err := s.GetSession(ctx, in.ID)
 		must(t, err, "GetSession "+in.ID)
@@ -36,7 +37,7 @@ func testSessions(t *testing.T, s store.Store) {
 			t.Errorf("session %s differs:%s", in.ID, d)
 		}
 	}
-	wantErr(t, s.CreateSession(ctx, &store.Session{ID: "s1", CreatedAt: base, LastSeenAt: base}), store.ErrConflict, "CreateSession duplicate")
+	wantErr(t, s.CreateSession(ctx, &record.Session{ID: "s1", CreatedAt: base, LastSeenAt: base}), store.ErrConflict, "CreateSession duplicate")
 	_, err := s.GetSession(ctx, "nope")
 	wantErr(t, err, store.ErrNotFound, "GetSession unknown")
 	wantErr(t, s.CloseSession(ctx, "nope"), store.ErrNotFound, "CloseSession unknown")
@@ -55,7 +56,7 @@ func testSessions(t *testing.T, s store.Store) {
 
 func testTouchSession(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	must(t, s.CreateSession(ctx, &store.Session{ID: "s1", CreatedAt: base, LastSeenAt: base}), "CreateSession")
+	must(t, s.CreateSession(ctx, &record.Session{ID: "s1", CreatedAt: base, LastSeenAt: base}), "CreateSession")
 	later := base.Add(time.Minute + 7*time.Microsecond)
 	must(t, s.TouchSession(ctx, "s1", later), "TouchSession")
 	must(t, s.TouchSession(ctx, "s1", base.Add(time.Second)), "TouchSession earlier")
@@ -80,17 +81,17 @@ func testCreateTaskConflicts(t *testing.T, s store.Store) {
 
 	cases := []struct {
 		name string
-		mod  func(*store.Task)
+		mod  func(*record.Task)
 		want error
 	}{
-		{"same id", func(x *store.Task) { x.ID = "t1"; x.RequestID = "99" }, store.ErrConflict},
-		{"same id other owner", func(x *store.Task) { x.ID = "t1"; x.Owner = "bob"; x.SessionID = "sb"; x.RequestID = "98" }, store.ErrConflict},
-		{"same owner and key", func(x *store.Task) { x.IdempotencyKey = "key-1"; x.RequestID = "97" }, store.ErrConflict},
-		{"same session and request", func(x *store.Task) { x.RequestID = a.RequestID }, store.ErrConflict},
-		{"same key other owner", func(x *store.Task) { x.Owner = "bob"; x.SessionID = "sb"; x.IdempotencyKey = "key-1" }, nil},
-		{"same request other session", func(x *store.Task) { x.SessionID = "other"; x.RequestID = a.RequestID }, nil},
-		{"empty key and request 1", func(x *store.Task) { x.RequestID = "" }, nil},
-		{"empty key and request 2", func(x *store.Task) { x.RequestID = "" }, nil},
+		{"same id", func(x *record.Task) { x.ID = "t1"; x.RequestID = "99" }, store.ErrConflict},
+		{"same id other owner", func(x *record.Task) { x.ID = "t1"; x.Owner = "bob"; x.SessionID = "sb"; x.RequestID = "98" }, store.ErrConflict},
+		{"same owner and key", func(x *record.Task) { x.IdempotencyKey = "key-1"; x.RequestID = "97" }, store.ErrConflict},
+		{"same session and request", func(x *record.Task) { x.RequestID = a.RequestID }, store.ErrConflict},
+		{"same key other owner", func(x *record.Task) { x.Owner = "bob"; x.SessionID = "sb"; x.IdempotencyKey = "key-1" }, nil},
+		{"same request other session", func(x *record.Task) { x.SessionID = "other"; x.RequestID = a.RequestID }, nil},
+		{"empty key and request 1", func(x *record.Task) { x.RequestID = "" }, nil},
+		{"empty key and request 2", func(x *record.Task) { x.RequestID = "" }, nil},
 	}
 	for i, c := range cases {
 		x := newTask(fmt.Sprintf("c%d", i), "alice")
@@ -123,9 +124,9 @@ func testTaskRoundTrip(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	full := newTask("full", "alice")
 	full.IdempotencyKey = "k"
-	sparse := &store.Task{ // nil ttl and JSON, zero numbers, empty strings
-		ID: "sparse", Owner: "session:abc", Mode: store.ModeHost, Status: store.StatusWorking,
-		Outcome: store.OutcomePending, CreatedAt: base, LastUpdatedAt: base,
+	sparse := &record.Task{
+		ID: "sparse", Owner: "session:abc", Mode: record.ModeHost, Status: record.StatusWorking,
+		Outcome: record.OutcomePending, CreatedAt: base, LastUpdatedAt: base,
 	}
 	zeroTTL := newTask("zero-ttl", "alice")
 	zeroTTL.TTLMs = ptr[int64](0) // a zero ttl is not an unlimited one
@@ -134,7 +135,7 @@ func testTaskRoundTrip(t *testing.T, s store.Store) {
 	utc.CreatedAt = time.Now()            // carries a monotonic reading
 	utc.LastUpdatedAt = time.UnixMilli(1) // the epoch edge
 	utc.ProgressToken = json.RawMessage(`{"deep":[1,2,{"x":null}]} `)
-	for _, in := range []*store.Task{full, sparse, zeroTTL, utc} {
+	for _, in := range []*record.Task{full, sparse, zeroTTL, utc} {
 		must(t, s.CreateTask(ctx, in), "CreateTask "+in.ID)
 		got, err := s.GetTask(ctx, in.ID)
 		must(t, err, "GetTask "+in.ID)
@@ -158,7 +159,7 @@ func testFindTask(t *testing.T, s store.Store) {
 	b.SessionID, b.RequestID, b.IdempotencyKey = "s2", "7", "idem"
 	c := newTask("t3", "alice")
 	c.SessionID, c.RequestID = "s1", ""
-	for _, x := range []*store.Task{a, b, c} {
+	for _, x := range []*record.Task{a, b, c} {
 		must(t, s.CreateTask(ctx, x), "CreateTask "+x.ID)
 	}
 	got, err := s.FindTaskByRequest(ctx, "s1", "7")
@@ -187,10 +188,10 @@ func testFindTask(t *testing.T, s store.Store) {
 }
 
 // mutate sets every mutable field of x to a new value.
-func mutate(x *store.Task, n int) {
+func mutate(x *record.Task, n int) {
 	x.UpstreamTaskID = fmt.Sprintf("up-%d", n)
-	x.Mode = store.ModeComplete
-	x.Status = store.StatusCompleted
+	x.Mode = record.ModeComplete
+	x.Status = record.StatusCompleted
 	x.StatusMessage = fmt.Sprintf("done %d", n)
 	x.LastUpdatedAt = base.Add(time.Duration(n)*time.Second + 999*time.Microsecond)
 	x.TTLMs = ptr(int64(n))
@@ -198,7 +199,7 @@ func mutate(x *store.Task, n int) {
 	x.UpstreamPollMs = int64(3000 + n)
 	x.Result = json.RawMessage(fmt.Sprintf(`{"n": %d}`, n))
 	x.Error = nil
-	x.Outcome = store.OutcomeSucceeded
+	x.Outcome = record.OutcomeSucceeded
 	x.OutcomeDetail = fmt.Sprintf("detail %d", n)
 }
 
@@ -304,7 +305,7 @@ func testUpdateTaskConcurrent(t *testing.T, s store.Store) {
 	}
 }
 
-func ids(ts []*store.Task) []string {
+func ids(ts []*record.Task) []string {
 	out := make([]string, len(ts))
 	for i, x := range ts {
 		out[i] = x.ID
@@ -393,7 +394,7 @@ func testListTasksOrder(t *testing.T, s store.Store) {
 	}
 }
 
-func newTaskAt(id string, at time.Duration) *store.Task {
+func newTaskAt(id string, at time.Duration) *record.Task {
 	x := newTask(id, "alice")
 	x.CreatedAt = base.Add(at)
 	x.Version = 1
@@ -402,7 +403,7 @@ func newTaskAt(id string, at time.Duration) *store.Task {
 
 func testListActive(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	statuses := []store.Status{store.StatusWorking, store.StatusInputRequired, store.StatusCompleted, store.StatusFailed, store.StatusCancelled}
+	statuses := []record.Status{record.StatusWorking, record.StatusInputRequired, record.StatusCompleted, record.StatusFailed, record.StatusCancelled}
 	var want []string
 	for i, st := range statuses {
 		for j, owner := range []string{"alice", "bob"} {
@@ -417,7 +418,7 @@ func testListActive(t *testing.T, s store.Store) {
 	}
 	// A task that becomes terminal leaves the active set.
 	x, _ := s.GetTask(ctx, "alice-0")
-	x.Status = store.StatusCompleted
+	x.Status = record.StatusCompleted
 	must(t, s.UpdateTask(ctx, x), "UpdateTask")
 	want = slices.DeleteFunc(want, func(id string) bool { return id == "alice-0" })
 
@@ -441,19 +442,19 @@ func testListActive(t *testing.T, s store.Store) {
 	unsettled, err := s.ListUnsettled(ctx)
 	must(t, err, "ListUnsettled")
 	for _, u := range unsettled {
-		if !u.Status.Terminal() || u.Outcome != store.OutcomePending || u.UpstreamTaskID == "" {
+		if !u.Status.Terminal() || u.Outcome != record.OutcomePending || u.UpstreamTaskID == "" {
 			t.Errorf("ListUnsettled returned %s status %s outcome %s upstream %q", u.ID, u.Status, u.Outcome, u.UpstreamTaskID)
 		}
 	}
 	x, _ = s.GetTask(ctx, "alice-0")
-	x.Status, x.Outcome, x.UpstreamTaskID = store.StatusCancelled, store.OutcomePending, "up-alice-0"
+	x.Status, x.Outcome, x.UpstreamTaskID = record.StatusCancelled, record.OutcomePending, "up-alice-0"
 	must(t, s.UpdateTask(ctx, x), "UpdateTask")
 	unsettled, err = s.ListUnsettled(ctx)
 	must(t, err, "ListUnsettled")
 	if !slices.Contains(ids(unsettled), "alice-0") {
 		t.Errorf("ListUnsettled = %v, want alice-0 (cancelled, outcome pending)", ids(unsettled))
 	}
-	x.Outcome = store.OutcomeSucceeded
+	x.Outcome = record.OutcomeSucceeded
 	must(t, s.UpdateTask(ctx, x), "UpdateTask")
 	unsettled, _ = s.ListUnsettled(ctx)
 	if slices.Contains(ids(unsettled), "alice-0") {

@@ -1,0 +1,117 @@
+// Package record is taskbridge's vocabulary of durable records: the task record (its
+// status as 2025-11-25 clients see it, the real outcome of the operation, who runs it), the
+// legacy session record and the input requests relayed for a task. It is pure (no I/O):
+// mapping/, fallback/, the routes and store/ all speak it, and store/ only persists it.
+package record
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is the task status as shown to legacy (2025-11-25) clients.
+type Status string
+
+// The 2025-11-25 statuses.
+const (
+	StatusWorking       Status = "working"
+	StatusInputRequired Status = "input_required"
+	StatusCompleted     Status = "completed"
+	StatusFailed        Status = "failed"
+	StatusCancelled     Status = "cancelled"
+)
+
+// Terminal reports whether s never changes again.
+func (s Status) Terminal() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
+}
+
+// Outcome is what really happened to the operation, kept apart from the protocol status:
+// a task cancelled at the client's request may still have completed upstream.
+type Outcome string
+
+// Operation outcomes.
+const (
+	OutcomePending   Outcome = "pending"
+	OutcomeSucceeded Outcome = "succeeded"
+	OutcomeFailed    Outcome = "failed"
+	OutcomeCancelled Outcome = "cancelled"
+	OutcomeUnknown   Outcome = "unknown"
+)
+
+// Mode says who runs the task.
+type Mode string
+
+// Task modes.
+const (
+	ModeTranslate Mode = "translate" // an upstream SEP-2663 task, translated
+	ModeHost      Mode = "host"      // a bridge-hosted task around a synchronous upstream call
+	ModeComplete  Mode = "complete"  // the upstream answered synchronously; the record holds the result
+)
+
+// Task is one task record. Times are stored with millisecond precision, in UTC.
+type Task struct {
+	ID             string // bridge-minted, random, >= 128 bits; never the upstream's id
+	Owner          string // principal, or "session:<id>" without authentication
+	SessionID      string // legacy session that created it
+	RequestID      string // raw JSON-RPC id of the creating request (idempotency within a session)
+	IdempotencyKey string // optional, unique per Owner
+	Origin         string // upstream identity (URL or command)
+	UpstreamTaskID string // empty until the upstream answered
+	Mode           Mode
+	Tool           string
+	ArgsHash       string // hex sha-256 of the arguments; arguments themselves are never stored
+	Status         Status
+	StatusMessage  string
+	CreatedAt      time.Time
+	LastUpdatedAt  time.Time
+	TTLMs          *int64 // nil: unlimited
+	PollIntervalMs int64  // what legacy clients are told
+	UpstreamPollMs int64  // what the upstream asked for (0 if unknown)
+	// Result is the CallToolResult to hand out from tasks/result (set when completed, or
+	// when failed through a tool error with isError:true).
+	Result json.RawMessage
+	// Error is the JSON-RPC error object ({code,message,data}) when failed by an error.
+	Error         json.RawMessage
+	Outcome       Outcome
+	OutcomeDetail string
+	ProgressToken json.RawMessage // from the creating request's _meta, if any
+	// Version is incremented by every successful UpdateTask; callers pass back the version
+	// they read.
+	Version int64
+}
+
+// ExpiresAt returns when the task's ttl runs out, and false for an unlimited ttl.
+func (t *Task) ExpiresAt() (time.Time, bool) {
+	if t.TTLMs == nil {
+		return time.Time{}, false
+	}
+	return t.CreatedAt.Add(time.Duration(*t.TTLMs) * time.Millisecond), true
+}
+
+// Session is a legacy (2025-11-25 and older) client session opened by initialize.
+type Session struct {
+	ID                 string
+	ProtocolVersion    string
+	ClientInfo         json.RawMessage // {"name","version",...} as sent
+	ClientCapabilities json.RawMessage
+	Principal          string // "" without authentication
+	CreatedAt          time.Time
+	LastSeenAt         time.Time
+	Closed             bool
+}
+
+// Input is one input request an upstream task is waiting on, and its relay state.
+type Input struct {
+	TaskID string
+	Key    string          // the upstream inputRequests key
+	Method string          // elicitation/create, sampling/createMessage, roots/list
+	Params json.RawMessage // as sent to the legacy client (bridge ids, related-task _meta)
+	// RequestID is the JSON-RPC id the bridge issued when it delivered the request ("" until
+	// delivered). Unique across the store: a client's answer is matched by it alone.
+	RequestID   string
+	DeliveredAt *time.Time
+	Response    json.RawMessage // the client's result object, once answered
+	AnsweredAt  *time.Time
+	ForwardedAt *time.Time // when the answer went upstream in tasks/update
+}
