@@ -13,12 +13,12 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/bridge/internal/gate"
+	"github.com/taskbridge/taskbridge/bridge/internal/sessions"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/metrics"
 	"github.com/taskbridge/taskbridge/internal/redact"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
-	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/sep2663"
 	"github.com/taskbridge/taskbridge/store"
 )
@@ -207,7 +207,7 @@ func New(cfg Config) (*Bridge, error) {
 	b.ledger = gate.NewLedger(b.gate)
 	b.face = legacy.NewServer(legacy.Options{
 		Logger:       &b.log,
-		Store:        cfg.Store,
+		Store:        sessions.New(cfg.Store),
 		Handler:      b,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Now:          cfg.Now,
@@ -288,17 +288,12 @@ func (b *Bridge) upstreamHasTasks(ctx context.Context) bool {
 }
 
 // owner is the identity a task is bound to: the principal, or the session without auth.
-func owner(sess *record.Session) string {
-	if sess.Principal != "" {
-		return "principal:" + sess.Principal
-	}
-	return "session:" + sess.ID
-}
+func owner(sess *legacy.Session) string { return sessions.Owner(sess) }
 
 // meta builds the per-request 2026-07-28 envelope for a legacy session: its capabilities
 // translated (tasks extension always declared, so task-only tools work for every client)
 // and its clientInfo.
-func (b *Bridge) meta(sess *record.Session) sep2663.RequestMeta {
+func (b *Bridge) meta(sess *legacy.Session) sep2663.RequestMeta {
 	if m, ok := b.metas.Get(sess.ID); ok {
 		return m
 	}
@@ -317,7 +312,7 @@ func (b *Bridge) meta(sess *record.Session) sep2663.RequestMeta {
 }
 
 // Initialize implements legacy.Handler: the bridge answers initialize itself.
-func (b *Bridge) Initialize(ctx context.Context, sess *record.Session, params json.RawMessage) (json.RawMessage, error) {
+func (b *Bridge) Initialize(ctx context.Context, sess *legacy.Session, params json.RawMessage) (json.RawMessage, error) {
 	d, err := b.discovery(ctx)
 	if err != nil {
 		return nil, upstreamErr(err)
@@ -342,7 +337,7 @@ func (b *Bridge) Initialize(ctx context.Context, sess *record.Session, params js
 }
 
 // Serve implements legacy.Handler: one dispatch table for every request method.
-func (b *Bridge) Serve(ctx context.Context, sess *record.Session, req *jsonrpc.Message, out legacy.Stream) (res json.RawMessage, err error) {
+func (b *Bridge) Serve(ctx context.Context, sess *legacy.Session, req *jsonrpc.Message, out legacy.Stream) (res json.RawMessage, err error) {
 	ctx, done := b.observe(ctx, sess, req) // one log line and the request metrics
 	defer func() { done(res, err) }()
 	switch req.Method {
@@ -367,7 +362,7 @@ func (b *Bridge) Serve(ctx context.Context, sess *record.Session, req *jsonrpc.M
 }
 
 // Notify implements legacy.Handler.
-func (b *Bridge) Notify(ctx context.Context, sess *record.Session, msg *jsonrpc.Message) {
+func (b *Bridge) Notify(ctx context.Context, sess *legacy.Session, msg *jsonrpc.Message) {
 	switch msg.Method {
 	case "notifications/cancelled":
 		// Cancels a plain in-flight request (a sync-collapsed call becomes an upstream
@@ -393,15 +388,15 @@ func (b *Bridge) Notify(ctx context.Context, sess *record.Session, msg *jsonrpc.
 }
 
 // Respond implements legacy.Handler: a client's answer to a relayed input request.
-func (b *Bridge) Respond(ctx context.Context, sess *record.Session, msg *jsonrpc.Message) {
+func (b *Bridge) Respond(ctx context.Context, sess *legacy.Session, msg *jsonrpc.Message) {
 	b.answerInput(ctx, sess, msg)
 }
 
 // Closed implements legacy.Handler.
-func (b *Bridge) Closed(ctx context.Context, sess *record.Session) {}
+func (b *Bridge) Closed(ctx context.Context, sess *legacy.Session) {}
 
 // trackInflight registers cancel for (session, request id) until the returned func runs.
-func (b *Bridge) trackInflight(sess *record.Session, id jsonrpc.ID, cancel context.CancelFunc) func() {
+func (b *Bridge) trackInflight(sess *legacy.Session, id jsonrpc.ID, cancel context.CancelFunc) func() {
 	key := sess.ID + "\x00" + id.Raw()
 	b.mu.Lock()
 	b.inflight[key] = cancel
@@ -416,7 +411,7 @@ func (b *Bridge) trackInflight(sess *record.Session, id jsonrpc.ID, cancel conte
 // forward passes a request through to the upstream with the 2026-07-28 envelope, relays
 // the notifications on its stream, and strips the 2026-only result fields. A slow upstream
 // gets keep-alives on the client's stream and, past CallTimeout, a clear error.
-func (b *Bridge) forward(ctx context.Context, sess *record.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
+func (b *Bridge) forward(ctx context.Context, sess *legacy.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
 	release, err := b.upstreamSlot()
 	if err != nil {
 		return nil, err
@@ -474,7 +469,7 @@ func relay(out legacy.Stream) func(*jsonrpc.Message) {
 // toolsList forwards tools/list and adds execution.taskSupport to each tool: "optional"
 // when a task is possible for this client (the upstream has the extension), else
 // "forbidden".
-func (b *Bridge) toolsList(ctx context.Context, sess *record.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
+func (b *Bridge) toolsList(ctx context.Context, sess *legacy.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
 	release, err := b.upstreamSlot()
 	if err != nil {
 		return nil, err

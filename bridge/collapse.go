@@ -11,14 +11,13 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
-	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/sep2663"
 )
 
 // callSync serves tools/call without params.task. An upstream task is polled to its end and
 // answered synchronously ("sync collapse"), with heartbeats so the request is never a
 // silent long wait. notifications/cancelled for the call becomes an upstream tasks/cancel.
-func (b *Bridge) callSync(ctx context.Context, sess *record.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
+func (b *Bridge) callSync(ctx context.Context, sess *legacy.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
 	release, err := b.upstreamSlot() // held for the upstream call; a collapse's polls are not
 	if err != nil {
 		return nil, err
@@ -44,7 +43,7 @@ func (b *Bridge) callSync(ctx context.Context, sess *record.Session, req *jsonrp
 }
 
 // collapse polls an upstream task to its end on behalf of a synchronous caller.
-func (b *Bridge) collapse(ctx context.Context, sess *record.Session, req *jsonrpc.Message, out legacy.Stream, task *sep2663.Task) (json.RawMessage, error) {
+func (b *Bridge) collapse(ctx context.Context, sess *legacy.Session, req *jsonrpc.Message, out legacy.Stream, task *sep2663.Task) (json.RawMessage, error) {
 	c := collapser{b: b, sess: sess, out: out, upID: task.TaskID,
 		token: gjson.GetBytes(req.Params, "_meta.progressToken"), asked: map[string]bool{}}
 	interval := time.Duration(b.cfg.PollFloorMs) * time.Millisecond
@@ -75,7 +74,7 @@ func (b *Bridge) collapse(ctx context.Context, sess *record.Session, req *jsonrp
 // collapser is the state of one sync-collapsed call; used by one goroutine only.
 type collapser struct {
 	b        *Bridge
-	sess     *record.Session
+	sess     *legacy.Session
 	out      legacy.Stream
 	upID     string
 	token    gjson.Result

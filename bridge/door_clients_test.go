@@ -24,11 +24,11 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/bridge"
+	"github.com/taskbridge/taskbridge/bridge/internal/sessions"
 	"github.com/taskbridge/taskbridge/internal/fixture"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/legacyclient"
 	"github.com/taskbridge/taskbridge/legacy"
-	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/sep2663"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/sqlite"
@@ -55,12 +55,12 @@ type tableUpstream struct {
 	done    map[string]chan struct{}
 }
 
-func (u *tableUpstream) Initialize(context.Context, *record.Session, json.RawMessage) (json.RawMessage, error) {
+func (u *tableUpstream) Initialize(context.Context, *legacy.Session, json.RawMessage) (json.RawMessage, error) {
 	return json.RawMessage(`{"protocolVersion":"2025-11-25","serverInfo":{"name":"table-legacy","version":"1"},` +
 		`"capabilities":{"tools":{},"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}}}`), nil
 }
 
-func (u *tableUpstream) Serve(ctx context.Context, _ *record.Session, req *jsonrpc.Message, _ legacy.Stream) (json.RawMessage, error) {
+func (u *tableUpstream) Serve(ctx context.Context, _ *legacy.Session, req *jsonrpc.Message, _ legacy.Stream) (json.RawMessage, error) {
 	id := gjson.GetBytes(req.Params, "taskId").Str
 	switch req.Method {
 	case "tools/list":
@@ -126,9 +126,9 @@ func (u *tableUpstream) count() int {
 	return u.created
 }
 
-func (u *tableUpstream) Notify(context.Context, *record.Session, *jsonrpc.Message)  {}
-func (u *tableUpstream) Respond(context.Context, *record.Session, *jsonrpc.Message) {}
-func (u *tableUpstream) Closed(context.Context, *record.Session)                    {}
+func (u *tableUpstream) Notify(context.Context, *legacy.Session, *jsonrpc.Message)  {}
+func (u *tableUpstream) Respond(context.Context, *legacy.Session, *jsonrpc.Message) {}
+func (u *tableUpstream) Closed(context.Context, *legacy.Session)                    {}
 
 // tableOpts are a harness's settings.
 type tableOpts struct {
@@ -210,7 +210,7 @@ func forwardHarness(t *testing.T, o tableOpts) *harness {
 // translated; legacy clients passed through).
 func reverseHarness(t *testing.T, o tableOpts) *harness {
 	u := &tableUpstream{tasks: map[string]*legacy.Task{}, done: map[string]chan struct{}{}}
-	upFace := legacy.NewServer(legacy.Options{Store: openStore(t), Handler: u, ResumeWindow: -1})
+	upFace := legacy.NewServer(legacy.Options{Store: sessions.New(openStore(t)), Handler: u, ResumeWindow: -1})
 	up := &counting{h: upFace}
 	upSrv := httptest.NewServer(up)
 	g, draining := newGate(o)

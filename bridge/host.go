@@ -13,6 +13,7 @@ import (
 	"github.com/taskbridge/taskbridge/fallback"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/redact"
+	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
 	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/sep2663"
@@ -51,7 +52,7 @@ type hostRun struct {
 // hostTask serves a task-augmented tools/call the bridge hosts: the durable record first,
 // then the job queued, then the CreateTaskResult; a worker makes the synchronous upstream
 // call in the background and keeps the result.
-func (b *Bridge) hostTask(ctx context.Context, sess *record.Session, req *jsonrpc.Message, task gjson.Result) (json.RawMessage, error) {
+func (b *Bridge) hostTask(ctx context.Context, sess *legacy.Session, req *jsonrpc.Message, task gjson.Result) (json.RawMessage, error) {
 	own, ok := b.callerOwner(ctx, sess)
 	if !ok {
 		return nil, errTaskNotFound
@@ -315,7 +316,7 @@ func hostedInputRequired(r *record.Task) {
 
 // adoptUpstreamTask turns a hosted record into a translated one when the upstream answered
 // with a task after all (it gained the extension since discover): the tracker takes over.
-func (b *Bridge) adoptUpstreamTask(id string, t *sep2663.Task, sess *record.Session) {
+func (b *Bridge) adoptUpstreamTask(id string, t *sep2663.Task, sess *legacy.Session) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.StatusTimeout)
 	defer cancel()
 	rec, err := b.st.GetTask(ctx, id)

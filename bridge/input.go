@@ -38,7 +38,7 @@ func notStarted(err error) bool {
 // detached from ctx (its answer must reach the record even if the client hangs up) and
 // bounded by perCall; otherwise ctx bounds everything. The waits for the client's answers
 // end with ctx or after InputTimeout.
-func (b *Bridge) callTool(ctx context.Context, sess *record.Session, taskID string, params json.RawMessage, out legacy.Stream, perCall time.Duration) (*sep2663.CallToolOutcome, error) {
+func (b *Bridge) callTool(ctx context.Context, sess *legacy.Session, taskID string, params json.RawMessage, out legacy.Stream, perCall time.Duration) (*sep2663.CallToolOutcome, error) {
 	for range maxMRTRRounds {
 		cctx, cancel := ctx, context.CancelFunc(func() {})
 		if perCall > 0 {
@@ -71,7 +71,7 @@ type ask struct {
 
 // askClient sends each input request to the client as a server→client request on out and
 // waits for every answer (bounded by InputTimeout).
-func (b *Bridge) askClient(ctx context.Context, sess *record.Session, taskID string, reqs sep2663.InputRequests, out legacy.Stream) (sep2663.InputResponses, error) {
+func (b *Bridge) askClient(ctx context.Context, sess *legacy.Session, taskID string, reqs sep2663.InputRequests, out legacy.Stream) (sep2663.InputResponses, error) {
 	type pending struct {
 		id, key, method string
 		ch              chan *jsonrpc.Message
@@ -152,7 +152,7 @@ func withInputResponses(params json.RawMessage, answers sep2663.InputResponses, 
 }
 
 // declared reports whether the legacy client declared the capability an input needs.
-func declared(sess *record.Session, method string, params json.RawMessage) bool {
+func declared(sess *legacy.Session, method string, params json.RawMessage) bool {
 	caps := sess.ClientCapabilities
 	switch method {
 	case "elicitation/create":
@@ -202,7 +202,7 @@ func (b *Bridge) relayInputs(ctx context.Context, t *tracker, inputs map[string]
 	b.deliverInputs(ctx, t)
 }
 
-func (b *Bridge) failUndeclared(ctx context.Context, t *tracker, sess *record.Session, method string) {
+func (b *Bridge) failUndeclared(ctx context.Context, t *tracker, sess *legacy.Session, method string) {
 	msg := "The upstream asked for " + method + ", which this client did not declare; the task was stopped."
 	rec, err := t.update(ctx, func(r *record.Task) bool {
 		if r.Status.Terminal() {
@@ -284,7 +284,7 @@ func (b *Bridge) deliverInputs(ctx context.Context, t *tracker) {
 // answerInput handles a client's response to a relayed input request. It is matched by the
 // JSON-RPC id the bridge issued (never by a related-task _meta the client claims), checked
 // against the task's owner, stored first-answer-wins, and forwarded with tasks/update.
-func (b *Bridge) answerInput(ctx context.Context, sess *record.Session, msg *jsonrpc.Message) {
+func (b *Bridge) answerInput(ctx context.Context, sess *legacy.Session, msg *jsonrpc.Message) {
 	id := msg.ID.String()
 	b.mu.Lock()
 	a := b.asks[id]
@@ -340,7 +340,7 @@ func (b *Bridge) answerInput(ctx context.Context, sess *record.Session, msg *jso
 
 // askedHere reports whether sess (under the principal of this very request) is the one an
 // MRTR input request was sent to.
-func (b *Bridge) askedHere(ctx context.Context, sess *record.Session, a *ask) bool {
+func (b *Bridge) askedHere(ctx context.Context, sess *legacy.Session, a *ask) bool {
 	own, ok := b.callerOwner(ctx, sess)
 	return ok && sess.ID == a.session && own == a.owner
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/metrics"
 	"github.com/taskbridge/taskbridge/internal/redact"
-	"github.com/taskbridge/taskbridge/record"
+	"github.com/taskbridge/taskbridge/legacy"
 )
 
 // routeNote carries the route decision of one request from where it is taken (createTask,
@@ -32,7 +32,7 @@ func noteRoute(ctx context.Context, route string) {
 // log line per request (method, route, task id, principal, duration_ms, outcome — never
 // arguments, results or messages; at info unless the access log is off, at warn for an
 // internal error whatever the switch) and the request and fallback metrics.
-func (b *Bridge) observe(ctx context.Context, sess *record.Session, req *jsonrpc.Message) (context.Context, func(json.RawMessage, error)) {
+func (b *Bridge) observe(ctx context.Context, sess *legacy.Session, req *jsonrpc.Message) (context.Context, func(json.RawMessage, error)) {
 	start := time.Now()
 	note := &routeNote{}
 	ctx = context.WithValue(ctx, routeKey{}, note)

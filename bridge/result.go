@@ -26,7 +26,7 @@ type resultStream struct {
 
 // tasksResult blocks until the task is terminal, relaying the task's input requests on this
 // stream meanwhile, then answers with the stored payload.
-func (b *Bridge) tasksResult(ctx context.Context, sess *record.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
+func (b *Bridge) tasksResult(ctx context.Context, sess *legacy.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
 	id, err := taskIDParam(req)
 	if err != nil {
 		return nil, err

@@ -33,7 +33,7 @@ type heldCall struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the upstream call returned; then res/sess/err are set
 	res    json.RawMessage
-	sess   *legacy.Session
+	sess   *legacy.UpstreamSession
 	err    error
 
 	turn  sync.Mutex  // one client round at a time

@@ -11,9 +11,9 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/bridge/internal/gate"
+	"github.com/taskbridge/taskbridge/bridge/internal/sessions"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
-	"github.com/taskbridge/taskbridge/record"
 )
 
 // passThrough serves legacy clients in front of a legacy upstream (same era): every
@@ -38,7 +38,7 @@ type passThrough struct {
 
 type passSession struct {
 	ready chan struct{}
-	s     *legacy.Session
+	s     *legacy.UpstreamSession
 	err   error
 }
 
@@ -46,7 +46,7 @@ func newPassThrough(r *Reverse) *passThrough {
 	p := &passThrough{r: r, sessions: map[string]*passSession{}, inflight: map[string]context.CancelFunc{},
 		asks: map[string]chan *jsonrpc.Message{}, logs: map[string]*passTaskLog{}, ledger: gate.NewLedger(r.gate)}
 	p.face = legacy.NewServer(legacy.Options{
-		Store: r.cfg.Store, Handler: p, MaxBodyBytes: r.cfg.MaxBodyBytes, Now: r.cfg.Now,
+		Store: sessions.New(r.cfg.Store), Handler: p, MaxBodyBytes: r.cfg.MaxBodyBytes, Now: r.cfg.Now,
 		MaxReplayBytes: r.cfg.MaxReplayBytes, MaxSessionInfoBytes: r.cfg.MaxSessionInfoBytes,
 	})
 	return p
@@ -72,7 +72,7 @@ func (p *passThrough) close(ctx context.Context) error {
 
 // upstream returns the client session's upstream session, (re)opening it when there is
 // none (first use, a bridge restart) or the upstream dropped it.
-func (p *passThrough) upstream(ctx context.Context, sess *record.Session) (*legacy.Session, error) {
+func (p *passThrough) upstream(ctx context.Context, sess *legacy.Session) (*legacy.UpstreamSession, error) {
 	for range 2 {
 		p.mu.Lock()
 		ps := p.sessions[sess.ID]
@@ -115,7 +115,7 @@ func (p *passThrough) forget(id string, ps *passSession) {
 
 // Initialize implements legacy.Handler: the upstream's own initialize result, opened
 // with the client's params, is the answer.
-func (p *passThrough) Initialize(ctx context.Context, sess *record.Session, params json.RawMessage) (json.RawMessage, error) {
+func (p *passThrough) Initialize(ctx context.Context, sess *legacy.Session, params json.RawMessage) (json.RawMessage, error) {
 	s, err := p.upstream(ctx, sess)
 	if err != nil {
 		return nil, reverseUpstreamErr(err)
@@ -125,7 +125,7 @@ func (p *passThrough) Initialize(ctx context.Context, sess *record.Session, para
 }
 
 // Serve implements legacy.Handler: forward with the bytes unchanged.
-func (p *passThrough) Serve(ctx context.Context, sess *record.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
+func (p *passThrough) Serve(ctx context.Context, sess *legacy.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	key := sess.ID + "\x00" + req.ID.Raw()
@@ -179,7 +179,7 @@ func (p *passThrough) Serve(ctx context.Context, sess *record.Session, req *json
 // admit asks the work gate about one forwarded request: a task-augmented call is a new
 // 2025-11-25 task (kill switch, sunset, drain, the owner's unfinished tasks, a slot);
 // tasks/* reach existing tasks and are never refused; anything else takes an upstream slot.
-func (p *passThrough) admit(ctx context.Context, sess *record.Session, req *jsonrpc.Message) (release func(), err error) {
+func (p *passThrough) admit(ctx context.Context, sess *legacy.Session, req *jsonrpc.Message) (release func(), err error) {
 	switch {
 	case gjson.GetBytes(req.Params, "task").Exists():
 		own := owner(sess)
@@ -228,7 +228,7 @@ func (p *passThrough) relayRequest(out legacy.Stream) legacy.RequestHandler {
 // Notify implements legacy.Handler: notifications/cancelled cancels the in-flight
 // forward (which tells the upstream under its own id); initialized was sent by the
 // bridge already; anything else is forwarded.
-func (p *passThrough) Notify(ctx context.Context, sess *record.Session, msg *jsonrpc.Message) {
+func (p *passThrough) Notify(ctx context.Context, sess *legacy.Session, msg *jsonrpc.Message) {
 	switch msg.Method {
 	case "notifications/initialized":
 	case "notifications/cancelled":
@@ -247,7 +247,7 @@ func (p *passThrough) Notify(ctx context.Context, sess *record.Session, msg *jso
 }
 
 // Respond implements legacy.Handler: the client's answer to a relayed request.
-func (p *passThrough) Respond(ctx context.Context, sess *record.Session, msg *jsonrpc.Message) {
+func (p *passThrough) Respond(ctx context.Context, sess *legacy.Session, msg *jsonrpc.Message) {
 	p.mu.Lock()
 	ch := p.asks[msg.ID.String()]
 	p.mu.Unlock()
@@ -260,7 +260,7 @@ func (p *passThrough) Respond(ctx context.Context, sess *record.Session, msg *js
 }
 
 // Closed implements legacy.Handler: the client ended its session, so does the bridge.
-func (p *passThrough) Closed(ctx context.Context, sess *record.Session) {
+func (p *passThrough) Closed(ctx context.Context, sess *legacy.Session) {
 	p.mu.Lock()
 	ps := p.sessions[sess.ID]
 	delete(p.sessions, sess.ID)

@@ -15,7 +15,6 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
-	"github.com/taskbridge/taskbridge/record"
 )
 
 // Pass-through tasks/list for an upstream without it (issue 4): a 2025-11-25 server may
@@ -60,12 +59,12 @@ func (p *passThrough) taskLog(sessID string) *passTaskLog {
 }
 
 // upstreamLists reports whether the upstream session offers tasks/list itself.
-func upstreamLists(s *legacy.Session) bool {
+func upstreamLists(s *legacy.UpstreamSession) bool {
 	_, raw := s.InitializeResult()
 	return gjson.GetBytes(raw, "capabilities.tasks.list").Exists()
 }
 
-func initRaw(s *legacy.Session) json.RawMessage { _, raw := s.InitializeResult(); return raw }
+func initRaw(s *legacy.UpstreamSession) json.RawMessage { _, raw := s.InitializeResult(); return raw }
 
 // upstreamRunsTasks reports whether the upstream runs any request as a task.
 func upstreamRunsTasks(raw json.RawMessage) bool {
@@ -98,7 +97,7 @@ func initializeWithList(raw json.RawMessage) json.RawMessage {
 // observe records what a forwarded request and its result say about tasks: a task
 // created (result.task), or a task's new state (tasks/get, tasks/cancel results). Only
 // sessions whose upstream does not list tasks keep records.
-func (p *passThrough) observe(sessID string, s *legacy.Session, req *jsonrpc.Message, res json.RawMessage) {
+func (p *passThrough) observe(sessID string, s *legacy.UpstreamSession, req *jsonrpc.Message, res json.RawMessage) {
 	if upstreamLists(s) {
 		return
 	}
@@ -136,7 +135,7 @@ func (p *passThrough) observe(sessID string, s *legacy.Session, req *jsonrpc.Mes
 // count keeps the gate's ledger (the owner's unfinished tasks) in step with what passes: a
 // task created starts a count, a terminal tasks/get or tasks/cancel answer ends it. Unlike
 // observe it counts on every upstream, listing or not.
-func (p *passThrough) count(sess *record.Session, req *jsonrpc.Message, res json.RawMessage) {
+func (p *passThrough) count(sess *legacy.Session, req *jsonrpc.Message, res json.RawMessage) {
 	raw := gjson.ParseBytes(res)
 	if req.Method != "tasks/get" && req.Method != "tasks/cancel" {
 		if !gjson.GetBytes(req.Params, "task").Exists() {
@@ -206,7 +205,7 @@ func (l *passTaskLog) pruneLocked(now time.Time) {
 // listTasks answers tasks/list from the session's records: one page in creation order,
 // non-terminal tasks refreshed with an upstream tasks/get first (a task the upstream no
 // longer knows is dropped). The cursor is opaque to clients ("p" + offset).
-func (p *passThrough) listTasks(ctx context.Context, sessID string, s *legacy.Session, params json.RawMessage) (json.RawMessage, error) {
+func (p *passThrough) listTasks(ctx context.Context, sessID string, s *legacy.UpstreamSession, params json.RawMessage) (json.RawMessage, error) {
 	off := 0
 	if c := gjson.GetBytes(params, "cursor"); c.Exists() {
 		n, err := strconv.Atoi(strings.TrimPrefix(c.String(), "p"))

@@ -14,10 +14,10 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/tidwall/gjson"
 
+	"github.com/taskbridge/taskbridge/bridge/internal/sessions"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/legacyclient"
 	"github.com/taskbridge/taskbridge/legacy"
-	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store/sqlite"
 )
 
@@ -32,12 +32,12 @@ type noListUpstream struct {
 	lists int // tasks/list calls that reached it
 }
 
-func (u *noListUpstream) Initialize(ctx context.Context, sess *record.Session, params json.RawMessage) (json.RawMessage, error) {
+func (u *noListUpstream) Initialize(ctx context.Context, sess *legacy.Session, params json.RawMessage) (json.RawMessage, error) {
 	return json.RawMessage(`{"protocolVersion":"2025-11-25","serverInfo":{"name":"no-list","version":"1"},` +
 		`"capabilities":{"tools":{},"tasks":{"cancel":{},"requests":{"tools":{"call":{}}}}}}`), nil
 }
 
-func (u *noListUpstream) Serve(ctx context.Context, sess *record.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
+func (u *noListUpstream) Serve(ctx context.Context, sess *legacy.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.tasks[sess.ID] == nil {
@@ -81,9 +81,9 @@ func (u *noListUpstream) Serve(ctx context.Context, sess *record.Session, req *j
 	return nil, jsonrpc.ErrMethodNotFound.Wrapf("%s", req.Method)
 }
 
-func (u *noListUpstream) Notify(context.Context, *record.Session, *jsonrpc.Message)  {}
-func (u *noListUpstream) Respond(context.Context, *record.Session, *jsonrpc.Message) {}
-func (u *noListUpstream) Closed(context.Context, *record.Session)                    {}
+func (u *noListUpstream) Notify(context.Context, *legacy.Session, *jsonrpc.Message)  {}
+func (u *noListUpstream) Respond(context.Context, *legacy.Session, *jsonrpc.Message) {}
+func (u *noListUpstream) Closed(context.Context, *legacy.Session)                    {}
 
 // TestPassThroughSynthesizesTasksList: a legacy client in front of a legacy upstream
 // without tasks/list sees tasks.list advertised and gets its own session's tasks (ids and
@@ -97,7 +97,7 @@ func TestPassThroughSynthesizesTasksList(t *testing.T) {
 	}
 	t.Cleanup(func() { upSt.Close() })
 	u := &noListUpstream{tasks: map[string]map[string]*legacy.Task{}, gets: map[string]int{}}
-	upFace := legacy.NewServer(legacy.Options{Store: upSt, Handler: u})
+	upFace := legacy.NewServer(legacy.Options{Store: sessions.New(upSt), Handler: u})
 	upSrv := httptest.NewServer(upFace)
 	t.Cleanup(upSrv.Close)
 

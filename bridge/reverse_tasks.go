@@ -28,7 +28,7 @@ const msgUnknownOutcome = "the upstream session holding this task is gone; the o
 // last, lost, final and finalSet; finalCh is closed once final is set.
 type rtask struct {
 	id, owner, tool string
-	sess            *legacy.Session
+	sess            *legacy.UpstreamSession
 	upID            string
 	created         time.Time
 	box             *inputBox
@@ -63,7 +63,7 @@ func (t *rtask) snapshot() rtaskView {
 
 // registerTask records a new legacy task (the reply goes out after this returns, so a
 // tasks/get right after it finds the task) and starts holding its tasks/result.
-func (r *Reverse) registerTask(owner, tool string, sess *legacy.Session, lt legacy.Task) *rtask {
+func (r *Reverse) registerTask(owner, tool string, sess *legacy.UpstreamSession, lt legacy.Task) *rtask {
 	t := &rtask{
 		id: newTaskID(), owner: owner, tool: tool, sess: sess, upID: lt.TaskID,
 		created: r.cfg.Now(), box: newInputBox("in-", r.cfg.Now), last: lt,

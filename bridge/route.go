@@ -14,7 +14,6 @@ import (
 	"github.com/taskbridge/taskbridge/internal/redact"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
-	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/sep2663"
 )
 
@@ -94,7 +93,7 @@ type cachedManifest struct {
 }
 
 // decide routes one legacy tools/call, logs the decision with its reason and counts it.
-func (b *Bridge) decide(ctx context.Context, sess *record.Session, req *jsonrpc.Message) (fallback.Decision, error) {
+func (b *Bridge) decide(ctx context.Context, sess *legacy.Session, req *jsonrpc.Message) (fallback.Decision, error) {
 	up, err := b.upstreamManifest(ctx)
 	if err != nil {
 		return fallback.Decision{}, err
@@ -114,7 +113,7 @@ func (b *Bridge) decide(ctx context.Context, sess *record.Session, req *jsonrpc.
 	return d, nil
 }
 
-func (b *Bridge) logDecision(ctx context.Context, sess *record.Session, tool string, d fallback.Decision) {
+func (b *Bridge) logDecision(ctx context.Context, sess *legacy.Session, tool string, d fallback.Decision) {
 	ev := b.log.Debug()
 	if d.Kind == fallback.Host || d.Kind == fallback.Refuse {
 		ev = b.log.Info()
@@ -129,7 +128,7 @@ func (b *Bridge) logDecision(ctx context.Context, sess *record.Session, tool str
 // upstreamTool returns the upstream's tools/list entry for name from the cache. With fetch,
 // a missing or stale cache is refreshed first (a fresh cache that lacks the tool is
 // trusted: an unknown name does not make the bridge re-list the upstream).
-func (b *Bridge) upstreamTool(ctx context.Context, sess *record.Session, name string, fetch bool) (fallback.Tool, bool) {
+func (b *Bridge) upstreamTool(ctx context.Context, sess *legacy.Session, name string, fetch bool) (fallback.Tool, bool) {
 	snap := b.fb.tools.Load()
 	if fetch && (snap == nil || time.Since(snap.fetchedAt) > toolsTTL) {
 		snap = b.refreshTools(ctx, sess)
@@ -143,7 +142,7 @@ func (b *Bridge) upstreamTool(ctx context.Context, sess *record.Session, name st
 
 // refreshTools lists the upstream's tools (every page); one fetch at a time. On failure
 // the previous snapshot (possibly nil) stays.
-func (b *Bridge) refreshTools(ctx context.Context, sess *record.Session) *toolsSnapshot {
+func (b *Bridge) refreshTools(ctx context.Context, sess *legacy.Session) *toolsSnapshot {
 	b.fb.toolsMu.Lock()
 	defer b.fb.toolsMu.Unlock()
 	if snap := b.fb.tools.Load(); snap != nil && time.Since(snap.fetchedAt) <= toolsTTL {
@@ -178,7 +177,7 @@ func (b *Bridge) refreshTools(ctx context.Context, sess *record.Session) *toolsS
 // advertiseTools rewrites an upstream tools/list result for a legacy session: each tool's
 // execution.taskSupport is what fallback decides for this client (TaskSupport). A complete
 // list (first page, no nextCursor) also refreshes the tools cache.
-func (b *Bridge) advertiseTools(ctx context.Context, sess *record.Session, req *jsonrpc.Message, res json.RawMessage) (json.RawMessage, error) {
+func (b *Bridge) advertiseTools(ctx context.Context, sess *legacy.Session, req *jsonrpc.Message, res json.RawMessage) (json.RawMessage, error) {
 	up, err := b.upstreamManifest(ctx)
 	if err != nil {
 		return nil, err
@@ -199,7 +198,7 @@ func (b *Bridge) advertiseTools(ctx context.Context, sess *record.Session, req *
 }
 
 // routeCall serves tools/call by the fallback decision.
-func (b *Bridge) routeCall(ctx context.Context, sess *record.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
+func (b *Bridge) routeCall(ctx context.Context, sess *legacy.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
 	d, err := b.decide(ctx, sess, req)
 	if err != nil {
 		return nil, err

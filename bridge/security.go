@@ -37,7 +37,7 @@ const maxIdempotencyKeyLen = 255
 // principal the front door authenticated for this very request (the request context).
 // false when they disagree (the face refuses that case already; this keeps the bridge safe
 // behind any face).
-func (b *Bridge) callerOwner(ctx context.Context, sess *record.Session) (string, bool) {
+func (b *Bridge) callerOwner(ctx context.Context, sess *legacy.Session) (string, bool) {
 	if auth.KeyFrom(ctx) != sess.Principal {
 		return "", false
 	}
@@ -45,7 +45,7 @@ func (b *Bridge) callerOwner(ctx context.Context, sess *record.Session) (string,
 }
 
 // owns reports whether the caller may see rec.
-func (b *Bridge) owns(ctx context.Context, sess *record.Session, rec *record.Task) bool {
+func (b *Bridge) owns(ctx context.Context, sess *legacy.Session, rec *record.Task) bool {
 	own, ok := b.callerOwner(ctx, sess)
 	return ok && rec.Owner == own
 }

@@ -31,7 +31,7 @@ func taskIDParam(req *jsonrpc.Message) (string, error) {
 }
 
 // load returns the caller's record for id, or errTaskNotFound.
-func (b *Bridge) load(ctx context.Context, sess *record.Session, id string) (*record.Task, error) {
+func (b *Bridge) load(ctx context.Context, sess *legacy.Session, id string) (*record.Task, error) {
 	rec, err := b.record(ctx, id)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
@@ -82,7 +82,7 @@ func (b *Bridge) record(ctx context.Context, id string) (*record.Task, error) {
 
 // toolsCall routes tools/call: with params.task it creates a task, without it runs the
 // call synchronously (collapsing an upstream task if one comes back).
-func (b *Bridge) toolsCall(ctx context.Context, sess *record.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
+func (b *Bridge) toolsCall(ctx context.Context, sess *legacy.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
 	if gjson.GetBytes(req.Params, "name").Type != gjson.String {
 		return nil, jsonrpc.ErrInvalidParams.Wrapf("params.name must be a string")
 	}
@@ -93,7 +93,7 @@ func (b *Bridge) toolsCall(ctx context.Context, sess *record.Session, req *jsonr
 
 // createTask serves a task-augmented tools/call: intent record first, then the upstream
 // call, then the record completed with what the upstream said, and only then the reply.
-func (b *Bridge) createTask(ctx context.Context, sess *record.Session, req *jsonrpc.Message, out legacy.Stream, task gjson.Result) (json.RawMessage, error) {
+func (b *Bridge) createTask(ctx context.Context, sess *legacy.Session, req *jsonrpc.Message, out legacy.Stream, task gjson.Result) (json.RawMessage, error) {
 	own, ok := b.callerOwner(ctx, sess)
 	if !ok {
 		return nil, errTaskNotFound
@@ -156,7 +156,7 @@ func (b *Bridge) createTask(ctx context.Context, sess *record.Session, req *json
 	return createResult(rec)
 }
 
-func (b *Bridge) newRecord(sess *record.Session, req *jsonrpc.Message, task gjson.Result) *record.Task {
+func (b *Bridge) newRecord(sess *legacy.Session, req *jsonrpc.Message, task gjson.Result) *record.Task {
 	now := b.cfg.Now().UTC()
 	maxTTL := b.cfg.MaxTTLMs
 	if ttl := task.Get("ttl"); ttl.Type == gjson.Number && ttl.Int() > 0 && ttl.Int() < maxTTL {
@@ -275,7 +275,7 @@ func createResult(rec *record.Task) (json.RawMessage, error) {
 }
 
 // tasksGet returns the record, refreshed from upstream at most once per poll interval.
-func (b *Bridge) tasksGet(ctx context.Context, sess *record.Session, req *jsonrpc.Message) (json.RawMessage, error) {
+func (b *Bridge) tasksGet(ctx context.Context, sess *legacy.Session, req *jsonrpc.Message) (json.RawMessage, error) {
 	id, err := taskIDParam(req)
 	if err != nil {
 		return nil, err
@@ -291,7 +291,7 @@ func (b *Bridge) tasksGet(ctx context.Context, sess *record.Session, req *jsonrp
 }
 
 // tasksList lists the caller's tasks, newest first, with an opaque keyset cursor.
-func (b *Bridge) tasksList(ctx context.Context, sess *record.Session, req *jsonrpc.Message) (json.RawMessage, error) {
+func (b *Bridge) tasksList(ctx context.Context, sess *legacy.Session, req *jsonrpc.Message) (json.RawMessage, error) {
 	var after *store.Cursor
 	if c := gjson.GetBytes(req.Params, "cursor"); c.Exists() {
 		if c.Type != gjson.String {
@@ -337,7 +337,7 @@ func (b *Bridge) tasksList(ctx context.Context, sess *record.Session, req *jsonr
 
 // tasksCancel makes the record cancelled before replying (2025-11-25 semantics), sends the
 // upstream tasks/cancel, and keeps watching upstream to record the real outcome.
-func (b *Bridge) tasksCancel(ctx context.Context, sess *record.Session, req *jsonrpc.Message) (json.RawMessage, error) {
+func (b *Bridge) tasksCancel(ctx context.Context, sess *legacy.Session, req *jsonrpc.Message) (json.RawMessage, error) {
 	id, err := taskIDParam(req)
 	if err != nil {
 		return nil, err

@@ -8,7 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/taskbridge/taskbridge/bridge/internal/sessions"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
 	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/sep2663"
@@ -395,12 +397,12 @@ func (b *Bridge) pushStatus(rec *record.Task) {
 
 // session loads a session record (nil when unknown: its envelope then carries no
 // clientInfo, and capabilities default to the tasks extension only).
-func (b *Bridge) session(ctx context.Context, id string) (*record.Session, error) {
+func (b *Bridge) session(ctx context.Context, id string) (*legacy.Session, error) {
 	s, err := b.st.GetSession(ctx, id)
 	if err != nil {
-		return &record.Session{ID: id}, err
+		return &legacy.Session{ID: id}, err
 	}
-	return s, nil
+	return sessions.FromRecord(s), nil
 }
 
 // resume restarts watching every unfinished task after a restart. An intent with no

@@ -3,7 +3,7 @@ package legacy
 // A 2025-11-25 Streamable HTTP *client*, used by the reverse route (2026-07-28 clients in
 // front of a legacy upstream) and by same-era pass-through.
 //
-// Protocol flow (one Session):
+// Protocol flow (one UpstreamSession):
 //
 //	POST initialize                      → result + Mcp-Session-Id header
 //	POST notifications/initialized       → 202
@@ -99,7 +99,7 @@ func (c *Client) URL() string { return c.shown }
 // RequestHandler answers one server→client request (elicitation/create,
 // sampling/createMessage, roots/list, ping, …) that arrived on a response stream. It runs
 // on its own goroutine, may block until the answer is known, and returns the result or an
-// error (sent as a JSON-RPC error). The Session POSTs the answer back.
+// error (sent as a JSON-RPC error). The UpstreamSession POSTs the answer back.
 type RequestHandler func(ctx context.Context, req *jsonrpc.Message) (json.RawMessage, error)
 
 // CallOptions are the optional hooks of one Call.
@@ -111,8 +111,9 @@ type CallOptions struct {
 	OnNotify func(*jsonrpc.Message)
 }
 
-// Session is one initialized legacy session. Safe for concurrent use.
-type Session struct {
+// UpstreamSession is one initialized session with a legacy upstream (this package is also
+// the client of 2025-11-25 servers). Safe for concurrent use.
+type UpstreamSession struct {
 	c       *Client
 	id      string // Mcp-Session-Id; "" when the server is stateless
 	version string
@@ -125,14 +126,14 @@ type Session struct {
 
 // Connect opens a session with the Client's own identity and capabilities: initialize,
 // then notifications/initialized.
-func (c *Client) Connect(ctx context.Context) (*Session, error) {
+func (c *Client) Connect(ctx context.Context) (*UpstreamSession, error) {
 	return c.ConnectAs(ctx, InitializeParams{ProtocolVersion: ProtocolVersion, Capabilities: c.caps, ClientInfo: c.info})
 }
 
 // ConnectAs opens a session presenting p (pass-through: a legacy client's own
 // initialize params, so the upstream sees its real capabilities and clientInfo).
-func (c *Client) ConnectAs(ctx context.Context, p InitializeParams) (*Session, error) {
-	s := &Session{c: c}
+func (c *Client) ConnectAs(ctx context.Context, p InitializeParams) (*UpstreamSession, error) {
+	s := &UpstreamSession{c: c}
 	if len(p.Capabilities) == 0 {
 		p.Capabilities = json.RawMessage(`{}`)
 	}
@@ -160,27 +161,27 @@ func (c *Client) ConnectAs(ctx context.Context, p InitializeParams) (*Session, e
 }
 
 // ID returns the Mcp-Session-Id ("" for a stateless server).
-func (s *Session) ID() string { return s.id }
+func (s *UpstreamSession) ID() string { return s.id }
 
 // ProtocolVersion returns the negotiated version.
-func (s *Session) ProtocolVersion() string { return s.version }
+func (s *UpstreamSession) ProtocolVersion() string { return s.version }
 
 // InitializeResult returns the server's initialize result (decoded, and raw).
-func (s *Session) InitializeResult() (InitializeResult, json.RawMessage) { return s.init, s.initRaw }
+func (s *UpstreamSession) InitializeResult() (InitializeResult, json.RawMessage) { return s.init, s.initRaw }
 
 // Gone reports whether the server dropped this session (a request got 404).
-func (s *Session) Gone() bool { return s.gone.Load() }
+func (s *UpstreamSession) Gone() bool { return s.gone.Load() }
 
 // Call sends one request and returns its result. A JSON-RPC error reply is returned as a
 // *jsonrpc.Error; a transport failure as *UpstreamError (wrapping ErrSessionGone on 404).
 // Cancelling ctx closes the response stream and sends notifications/cancelled.
-func (s *Session) Call(ctx context.Context, method string, params json.RawMessage, o CallOptions) (json.RawMessage, error) {
+func (s *UpstreamSession) Call(ctx context.Context, method string, params json.RawMessage, o CallOptions) (json.RawMessage, error) {
 	res, _, err := s.roundTrip(ctx, method, params, o)
 	return res, err
 }
 
 // Notify sends a notification.
-func (s *Session) Notify(ctx context.Context, method string, params json.RawMessage) error {
+func (s *UpstreamSession) Notify(ctx context.Context, method string, params json.RawMessage) error {
 	msg := &jsonrpc.Message{JSONRPC: jsonrpc.Version, Method: method, Params: params}
 	resp, err := s.post(ctx, msg)
 	if err != nil {
@@ -191,7 +192,7 @@ func (s *Session) Notify(ctx context.Context, method string, params json.RawMess
 }
 
 // Close ends the session with DELETE (best effort) and waits for running handlers.
-func (s *Session) Close(ctx context.Context) error {
+func (s *UpstreamSession) Close(ctx context.Context) error {
 	s.gone.Store(true)
 	if s.id != "" {
 		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, s.c.url, nil)
@@ -225,11 +226,11 @@ func (e *UpstreamError) Error() string {
 
 func (e *UpstreamError) Unwrap() error { return e.Err }
 
-func (s *Session) upErr(method string, status int, err error) *UpstreamError {
+func (s *UpstreamSession) upErr(method string, status int, err error) *UpstreamError {
 	return &UpstreamError{URL: s.c.shown, Method: method, Status: status, Err: err}
 }
 
-func (s *Session) headers(h http.Header) {
+func (s *UpstreamSession) headers(h http.Header) {
 	for k, v := range s.c.header {
 		h[k] = v
 	}
@@ -243,7 +244,7 @@ func (s *Session) headers(h http.Header) {
 	}
 }
 
-func (s *Session) post(ctx context.Context, msg *jsonrpc.Message) (*http.Response, error) {
+func (s *UpstreamSession) post(ctx context.Context, msg *jsonrpc.Message) (*http.Response, error) {
 	body, err := jsonrpc.Encode(msg)
 	if err != nil {
 		return nil, err
@@ -269,7 +270,7 @@ func (s *Session) post(ctx context.Context, msg *jsonrpc.Message) (*http.Respons
 	return resp, nil
 }
 
-func (s *Session) checkAccepted(resp *http.Response, method string) error {
+func (s *UpstreamSession) checkAccepted(resp *http.Response, method string) error {
 	if resp.StatusCode/100 != 2 {
 		return s.upErr(method, resp.StatusCode, errors.New("not accepted"))
 	}
@@ -278,7 +279,7 @@ func (s *Session) checkAccepted(resp *http.Response, method string) error {
 
 // roundTrip sends a request and reads its reply (JSON or SSE), returning the result and
 // the response headers.
-func (s *Session) roundTrip(ctx context.Context, method string, params json.RawMessage, o CallOptions) (json.RawMessage, http.Header, error) {
+func (s *UpstreamSession) roundTrip(ctx context.Context, method string, params json.RawMessage, o CallOptions) (json.RawMessage, http.Header, error) {
 	id := jsonrpc.IntID(s.nextID.Add(1))
 	msg := &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: id, Method: method, Params: params}
 	resp, err := s.post(ctx, msg)
@@ -300,7 +301,7 @@ func (s *Session) roundTrip(ctx context.Context, method string, params json.RawM
 }
 
 // cancelUpstream tells the server we gave up on request id (best effort, bounded).
-func (s *Session) cancelUpstream(id jsonrpc.ID, method string) {
+func (s *UpstreamSession) cancelUpstream(id jsonrpc.ID, method string) {
 	if method == "tasks/result" || s.gone.Load() {
 		// tasks/result abandonment is not a cancellation of the task.
 		return
@@ -311,7 +312,7 @@ func (s *Session) cancelUpstream(id jsonrpc.ID, method string) {
 	_ = s.Notify(ctx, "notifications/cancelled", p)
 }
 
-func (s *Session) readReply(ctx context.Context, resp *http.Response, method string, id jsonrpc.ID, o CallOptions) (*jsonrpc.Message, error) {
+func (s *UpstreamSession) readReply(ctx context.Context, resp *http.Response, method string, id jsonrpc.ID, o CallOptions) (*jsonrpc.Message, error) {
 	ct := strings.ToLower(resp.Header.Get("Content-Type"))
 	switch {
 	case strings.HasPrefix(ct, "text/event-stream"):
@@ -336,7 +337,7 @@ func (s *Session) readReply(ctx context.Context, resp *http.Response, method str
 
 // readSSE reads events until the response to id arrives. Server requests are answered on
 // their own goroutines so the stream keeps flowing while an answer is pending.
-func (s *Session) readSSE(ctx context.Context, body io.Reader, method string, id jsonrpc.ID, o CallOptions) (*jsonrpc.Message, error) {
+func (s *UpstreamSession) readSSE(ctx context.Context, body io.Reader, method string, id jsonrpc.ID, o CallOptions) (*jsonrpc.Message, error) {
 	var reply *jsonrpc.Message
 	err := readEvents(body, int(s.c.max), func(data []byte) bool {
 		m, err := jsonrpc.Decode(data)
@@ -370,7 +371,7 @@ func (s *Session) readSSE(ctx context.Context, body io.Reader, method string, id
 
 // answer runs h for a server request and POSTs the answer back. The handler's ctx is the
 // call's ctx: when the call ends (answered or abandoned) a pending handler is released.
-func (s *Session) answer(ctx context.Context, req *jsonrpc.Message, h RequestHandler) {
+func (s *UpstreamSession) answer(ctx context.Context, req *jsonrpc.Message, h RequestHandler) {
 	s.handler.Add(1)
 	go func() {
 		defer s.handler.Done()
@@ -456,7 +457,7 @@ type Pool struct {
 
 type poolEntry struct {
 	ready chan struct{} // closed when s/err are set
-	s     *Session
+	s     *UpstreamSession
 	err   error
 }
 
@@ -468,7 +469,7 @@ func (p *Pool) Client() *Client { return p.c }
 
 // Get returns the live session for key, opening one when there is none or the last one
 // is gone. Concurrent callers share one initialize.
-func (p *Pool) Get(ctx context.Context, key string) (*Session, error) {
+func (p *Pool) Get(ctx context.Context, key string) (*UpstreamSession, error) {
 	for {
 		p.mu.Lock()
 		if p.closed {
@@ -507,7 +508,7 @@ func (p *Pool) Get(ctx context.Context, key string) (*Session, error) {
 // Call runs method on key's session. When the session turns out to be gone (the request
 // never reached a handler) it retries once on a fresh session. It returns the session the
 // call ran in, so callers can bind state (a task) to it.
-func (p *Pool) Call(ctx context.Context, key, method string, params json.RawMessage, o CallOptions) (json.RawMessage, *Session, error) {
+func (p *Pool) Call(ctx context.Context, key, method string, params json.RawMessage, o CallOptions) (json.RawMessage, *UpstreamSession, error) {
 	for attempt := 0; ; attempt++ {
 		s, err := p.Get(ctx, key)
 		if err != nil {

@@ -6,15 +6,16 @@
 //
 // The HTTP server is transport only. It validates headers and sessions, frames
 // JSON-RPC messages as JSON or Server-Sent Events, and hands every message to a Handler
-// that the bridge implements. Sessions are store records (store.Session), so any replica
-// can serve any request of any session; only the standalone GET stream lives in one
+// that the bridge implements. Sessions are records in a SessionStore (this package's own
+// four-method interface, which the route adapts its store to), so any replica can serve any
+// request of any session; only the standalone GET stream lives in one
 // process, and Server.Push reaches it only from that process.
 //
 // # Protocol flow
 //
 //	client                                   Server (this package)              Handler (bridge)
 //	POST initialize (no Mcp-Session-Id)  ->  mint id, negotiate version    ->   Initialize
-//	                                         store.CreateSession
+//	                                         SessionStore.CreateSession
 //	<- 200 application/json + Mcp-Session-Id
 //	POST notifications/initialized       ->  check session                 ->   Notify
 //	<- 202
@@ -28,7 +29,7 @@
 //	GET  Accept: text/event-stream       ->  check session; one stream per session per process
 //	<- 200 text/event-stream                 Server.Push(sessionID, msg) writes here;
 //	     : keep-alive (every 15 s)           a newer GET replaces an older one
-//	DELETE                               ->  store.CloseSession, end GET   ->   Closed
+//	DELETE                               ->  CloseSession, end GET         ->   Closed
 //	<- 200; later requests get 404 (-32001 "Session not found") and the client re-initializes
 //
 // Request-level rules (2025-11-25 §Transports): one JSON-RPC message per POST (batches are

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
-	"github.com/taskbridge/taskbridge/record"
 )
 
 // bigNote is a notification of about n bytes.
@@ -48,7 +47,7 @@ func TestReplayBudgetHolds(t *testing.T) {
 	e := resumeEnv(t, func(o *Options) { o.MaxReplayBytes = budget })
 	sid := e.initSession()
 	var i int
-	e.h.ServeFunc = func(_ context.Context, _ *record.Session, _ *jsonrpc.Message, out Stream) (json.RawMessage, error) {
+	e.h.ServeFunc = func(_ context.Context, _ *Session, _ *jsonrpc.Message, out Stream) (json.RawMessage, error) {
 		i++
 		return json.RawMessage(`{"ok":true}`), out.Send(bigNote(i, size))
 	}
@@ -98,7 +97,7 @@ func TestReplayBudgetGivesUpAwayStreams(t *testing.T) {
 		ended chan error    // the handler's ctx error when it returned
 	}
 	runs := make(chan run, 16)
-	e.h.ServeFunc = func(ctx context.Context, _ *record.Session, _ *jsonrpc.Message, out Stream) (json.RawMessage, error) {
+	e.h.ServeFunc = func(ctx context.Context, _ *Session, _ *jsonrpc.Message, out Stream) (json.RawMessage, error) {
 		r := <-runs
 		for i := 0; ; i++ {
 			if err := out.Send(bigNote(i, size)); err != nil {

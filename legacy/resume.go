@@ -14,7 +14,6 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/redact"
-	"github.com/taskbridge/taskbridge/record"
 )
 
 // SSE resumability (2025-11-25 §Transports "Resumability and Redelivery").
@@ -56,7 +55,7 @@ var errStreamGone = jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
 	"Gone: this stream cannot be resumed here (it ended, expired, lost events, or is held by another server); send the request again")
 
 // resumable reports whether sess gets SSE event ids and resumption.
-func (s *Server) resumable(sess *record.Session) bool {
+func (s *Server) resumable(sess *Session) bool {
 	return s.resumeWindow > 0 && sess.ProtocolVersion >= minResumableVersion
 }
 
@@ -213,7 +212,7 @@ func (s *Server) newResumableStream(sessionID string, acc accepts, cancel contex
 // returns when the client leaves, and the handler goes on until it produced its response,
 // the resume window passes with no client, or the Server closes. Before the reply is a
 // stream a disconnect cancels the handler, as on the plain face.
-func (s *Server) serveResumable(w http.ResponseWriter, r *http.Request, sess *record.Session, msg *jsonrpc.Message, acc accepts) {
+func (s *Server) serveResumable(w http.ResponseWriter, r *http.Request, sess *Session, msg *jsonrpc.Message, acc accepts) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	if k := r.Header.Get("Idempotency-Key"); k != "" {
 		ctx = WithIdempotencyKey(ctx, k)
@@ -246,7 +245,7 @@ func (s *Server) serveResumable(w http.ResponseWriter, r *http.Request, sess *re
 
 // serveSafely calls Handler.Serve, turning a panic into -32603: Serve runs outside the
 // HTTP server's goroutine here, where a panic would end the process.
-func (s *Server) serveSafely(ctx context.Context, sess *record.Session, msg *jsonrpc.Message, out Stream) (res json.RawMessage, err error) {
+func (s *Server) serveSafely(ctx context.Context, sess *Session, msg *jsonrpc.Message, out Stream) (res json.RawMessage, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error().Str("session", sess.ID).Str("method", redact.Field(msg.Method)).Str("stack", string(debug.Stack())).Msg("legacy: handler panicked")
@@ -557,7 +556,7 @@ func (rs *resumableStream) keepAliveOn(c *sseConn) {
 // resumePost serves a GET whose Last-Event-ID names a POST stream: 410 when the stream is
 // unknown here or cannot be replayed exactly, 204 when it ended and the client has all of
 // it, else the missed events followed by the live ones up to the response.
-func (s *Server) resumePost(w http.ResponseWriter, r *http.Request, sess *record.Session, streamID string, n uint64) {
+func (s *Server) resumePost(w http.ResponseWriter, r *http.Request, sess *Session, streamID string, n uint64) {
 	e := s.replays.get(streamID, sess.ID)
 	if e == nil || e.post == nil {
 		s.log.Info().Str("session", sess.ID).Str("stream", streamID).Msg("legacy: resume of an unknown stream")
@@ -637,7 +636,7 @@ func (lg *eventLog) accountLocked(before int) {
 // priming event of a fresh stream, or the events a resumed one missed. A Last-Event-ID
 // naming a GET stream this process does not know (another replica's, or expired) gets a
 // fresh stream, as a GET without it would.
-func (s *Server) openGetStream(sess *record.Session, lastEventID string) (*getStream, []byte) {
+func (s *Server) openGetStream(sess *Session, lastEventID string) (*getStream, []byte) {
 	g := newGetStream(sess.ID)
 	if !s.resumable(sess) {
 		return g, nil

@@ -15,7 +15,6 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
-	"github.com/taskbridge/taskbridge/record"
 )
 
 // resumeEnv is an env with resumable streams (the plain-wire tests run without them).
@@ -127,8 +126,8 @@ func numbered(method string, i int) *jsonrpc.Message {
 
 // taskResultLike is a tasks/result-like handler: it sends the first messages, waits for
 // cont, sends the rest and answers. It reports how its ctx ended (nil: it never did).
-func taskResultLike(first, rest []*jsonrpc.Message, cont <-chan struct{}, ctxErr chan<- error) func(context.Context, *record.Session, *jsonrpc.Message, Stream) (json.RawMessage, error) {
-	return func(ctx context.Context, _ *record.Session, _ *jsonrpc.Message, out Stream) (json.RawMessage, error) {
+func taskResultLike(first, rest []*jsonrpc.Message, cont <-chan struct{}, ctxErr chan<- error) func(context.Context, *Session, *jsonrpc.Message, Stream) (json.RawMessage, error) {
+	return func(ctx context.Context, _ *Session, _ *jsonrpc.Message, out Stream) (json.RawMessage, error) {
 		for _, m := range first {
 			if err := out.Send(m); err != nil {
 				return nil, err
@@ -243,7 +242,7 @@ func TestResumePostStreamTwice(t *testing.T) {
 	e := resumeEnv(t, nil)
 	sid := e.initSession()
 	steps := make(chan *jsonrpc.Message, 1)
-	e.h.ServeFunc = func(ctx context.Context, _ *record.Session, _ *jsonrpc.Message, out Stream) (json.RawMessage, error) {
+	e.h.ServeFunc = func(ctx context.Context, _ *Session, _ *jsonrpc.Message, out Stream) (json.RawMessage, error) {
 		for m := range steps {
 			if err := out.Send(m); err != nil {
 				return nil, err
@@ -294,7 +293,7 @@ func TestResumableWire(t *testing.T) {
 	if resp.Header.Get("Content-Type") != "application/json" || body != `{"jsonrpc":"2.0","id":1,"result":{"ok":true}}` {
 		t.Errorf("plain reply: %q %q", resp.Header.Get("Content-Type"), body)
 	}
-	e.h.ServeFunc = func(_ context.Context, _ *record.Session, _ *jsonrpc.Message, out Stream) (json.RawMessage, error) {
+	e.h.ServeFunc = func(_ context.Context, _ *Session, _ *jsonrpc.Message, out Stream) (json.RawMessage, error) {
 		_ = out.Send(numbered("notifications/message", 1))
 		return nil, nil
 	}
@@ -326,7 +325,7 @@ func TestResumableOnlyFrom20251125(t *testing.T) {
 		t.Fatalf("initialize %d %s", resp.StatusCode, body)
 	}
 	sid := resp.Header.Get("Mcp-Session-Id")
-	e.h.ServeFunc = func(_ context.Context, _ *record.Session, _ *jsonrpc.Message, out Stream) (json.RawMessage, error) {
+	e.h.ServeFunc = func(_ context.Context, _ *Session, _ *jsonrpc.Message, out Stream) (json.RawMessage, error) {
 		_ = out.Send(numbered("notifications/message", 1))
 		return nil, nil
 	}
@@ -392,7 +391,7 @@ func TestResumeDisconnectBeforeStreamCancels(t *testing.T) {
 	e := resumeEnv(t, nil)
 	sid := e.initSession()
 	started, ctxErr := make(chan struct{}), make(chan error, 1)
-	e.h.ServeFunc = func(ctx context.Context, _ *record.Session, _ *jsonrpc.Message, _ Stream) (json.RawMessage, error) {
+	e.h.ServeFunc = func(ctx context.Context, _ *Session, _ *jsonrpc.Message, _ Stream) (json.RawMessage, error) {
 		close(started)
 		select {
 		case <-ctx.Done():
@@ -542,7 +541,7 @@ func TestResumeUnknownGetStreamIsFresh(t *testing.T) {
 func TestResumableHandlerPanicIsInternalError(t *testing.T) {
 	e := resumeEnv(t, nil)
 	sid := e.initSession()
-	e.h.ServeFunc = func(_ context.Context, _ *record.Session, _ *jsonrpc.Message, out Stream) (json.RawMessage, error) {
+	e.h.ServeFunc = func(_ context.Context, _ *Session, _ *jsonrpc.Message, out Stream) (json.RawMessage, error) {
 		_ = out.Send(numbered("notifications/message", 1))
 		panic("boom")
 	}

@@ -13,8 +13,6 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/auth"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
-	"github.com/taskbridge/taskbridge/record"
-	"github.com/taskbridge/taskbridge/store"
 )
 
 // Handler is implemented by the bridge; the Server calls it for every message a legacy
@@ -27,23 +25,23 @@ type Handler interface {
 	// face (crypto/rand, visible ASCII), ProtocolVersion negotiated (the client's if
 	// supported, else the newest), ClientInfo and ClientCapabilities raw from params,
 	// CreatedAt and LastSeenAt. It returns the InitializeResult to send; the face then
-	// stores the session (store.CreateSession) before replying with the Mcp-Session-Id
+	// stores the session (SessionStore.CreateSession) before replying with the Mcp-Session-Id
 	// header. On error nothing is stored and the error goes back as a JSON-RPC error.
-	Initialize(ctx context.Context, sess *record.Session, params json.RawMessage) (json.RawMessage, error)
+	Initialize(ctx context.Context, sess *Session, params json.RawMessage) (json.RawMessage, error)
 	// Serve answers one request of an established session (never initialize or ping).
 	// Messages sent on out before Serve returns travel on this request's response stream,
 	// which becomes SSE on first use; after Serve returns, out refuses everything. Return
 	// a result (nil means {}), or an error (mapped to the wire with jsonrpc.AsError).
-	Serve(ctx context.Context, sess *record.Session, req *jsonrpc.Message, out Stream) (json.RawMessage, error)
+	Serve(ctx context.Context, sess *Session, req *jsonrpc.Message, out Stream) (json.RawMessage, error)
 	// Notify receives a client notification (notifications/initialized,
 	// notifications/cancelled, …). The POST is answered 202 after Notify returns.
-	Notify(ctx context.Context, sess *record.Session, msg *jsonrpc.Message)
+	Notify(ctx context.Context, sess *Session, msg *jsonrpc.Message)
 	// Respond receives a client's JSON-RPC response to a server→client request the bridge
 	// sent. It may arrive on any replica. The POST is answered 202 after Respond returns.
-	Respond(ctx context.Context, sess *record.Session, msg *jsonrpc.Message)
-	// Closed is called after DELETE ended a session (store.CloseSession succeeded). Two
+	Respond(ctx context.Context, sess *Session, msg *jsonrpc.Message)
+	// Closed is called after DELETE ended a session (SessionStore.CloseSession succeeded). Two
 	// racing DELETEs may both get here if the store accepts both.
-	Closed(ctx context.Context, sess *record.Session)
+	Closed(ctx context.Context, sess *Session)
 }
 
 // Stream carries server→client messages related to one request: a POST's SSE stream here,
@@ -65,7 +63,7 @@ const (
 
 // Options configure a Server. Store and Handler are required.
 type Options struct {
-	Store   store.Store
+	Store   SessionStore
 	Handler Handler
 	// MaxBodyBytes caps a POST body (default DefaultMaxBodyBytes); larger bodies get 413.
 	MaxBodyBytes int64
@@ -113,7 +111,7 @@ func WithIdempotencyKey(ctx context.Context, key string) context.Context {
 
 // Server is the 2025-11-25 Streamable HTTP face. Mount it at the MCP endpoint (/mcp).
 type Server struct {
-	store     store.Store
+	store     SessionStore
 	h         Handler
 	maxBody   int64
 	keepAlive time.Duration
@@ -317,7 +315,7 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, msg *jsonrpc
 }
 
 // serve answers a request: ping locally, everything else through Handler.Serve.
-func (s *Server) serve(ctx context.Context, w http.ResponseWriter, sess *record.Session, msg *jsonrpc.Message, acc accepts) {
+func (s *Server) serve(ctx context.Context, w http.ResponseWriter, sess *Session, msg *jsonrpc.Message, acc accepts) {
 	p := newPostStream(w, acc)
 	defer p.close() // also when Serve panics: the bridge must not write after we return
 	if msg.Method == "ping" {
@@ -438,7 +436,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	s.sessions.forget(sess.ID)
 	if err := s.store.CloseSession(ctx, sess.ID); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, ErrNoSession) {
 			s.httpError(w, http.StatusNotFound, errSessionNotFound)
 			return
 		}

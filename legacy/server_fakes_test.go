@@ -17,17 +17,14 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
-	"github.com/taskbridge/taskbridge/record"
-	"github.com/taskbridge/taskbridge/store"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// memStore is an in-memory store.Store holding sessions only; task methods are not used
-// by the HTTP face and fail.
+// memStore is an in-memory SessionStore.
 type memStore struct {
 	mu       sync.Mutex
-	sessions map[string]record.Session
+	sessions map[string]Session
 	touches  []string // session ids, in TouchSession order
 	getErr   error    // returned by GetSession when set
 	// touchDelay slows TouchSession down, widening the window in which a concurrent
@@ -35,21 +32,19 @@ type memStore struct {
 	touchDelay time.Duration
 }
 
-var errUnused = errors.New("memStore: not used by the legacy HTTP face")
+func newMemStore() *memStore { return &memStore{sessions: map[string]Session{}} }
 
-func newMemStore() *memStore { return &memStore{sessions: map[string]record.Session{}} }
-
-func (m *memStore) CreateSession(_ context.Context, s *record.Session) error {
+func (m *memStore) CreateSession(_ context.Context, s *Session) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.sessions[s.ID]; ok {
-		return store.ErrConflict
+		return errors.New("memStore: session exists")
 	}
 	m.sessions[s.ID] = *s
 	return nil
 }
 
-func (m *memStore) GetSession(_ context.Context, id string) (*record.Session, error) {
+func (m *memStore) GetSession(_ context.Context, id string) (*Session, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.getErr != nil {
@@ -57,7 +52,7 @@ func (m *memStore) GetSession(_ context.Context, id string) (*record.Session, er
 	}
 	s, ok := m.sessions[id]
 	if !ok {
-		return nil, store.ErrNotFound
+		return nil, ErrNoSession
 	}
 	return &s, nil
 }
@@ -71,7 +66,7 @@ func (m *memStore) TouchSession(_ context.Context, id string, at time.Time) erro
 	defer m.mu.Unlock()
 	s, ok := m.sessions[id]
 	if !ok {
-		return store.ErrNotFound
+		return ErrNoSession
 	}
 	s.LastSeenAt = at
 	m.sessions[id] = s
@@ -84,14 +79,14 @@ func (m *memStore) CloseSession(_ context.Context, id string) error {
 	defer m.mu.Unlock()
 	s, ok := m.sessions[id]
 	if !ok || s.Closed {
-		return store.ErrNotFound
+		return ErrNoSession
 	}
 	s.Closed = true
 	m.sessions[id] = s
 	return nil
 }
 
-func (m *memStore) session(id string) (record.Session, bool) {
+func (m *memStore) session(id string) (Session, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.sessions[id]
@@ -104,79 +99,11 @@ func (m *memStore) touchCount() int {
 	return len(m.touches)
 }
 
-func (m *memStore) CreateTask(context.Context, *record.Task) error { return errUnused }
-func (m *memStore) GetTask(context.Context, string) (*record.Task, error) {
-	return nil, errUnused
-}
-func (m *memStore) FindTaskByRequest(context.Context, string, string) (*record.Task, error) {
-	return nil, errUnused
-}
-func (m *memStore) FindTaskByIdempotencyKey(context.Context, string, string) (*record.Task, error) {
-	return nil, errUnused
-}
-func (m *memStore) UpdateTask(context.Context, *record.Task) error { return errUnused }
-func (m *memStore) ListTasks(context.Context, string, *store.Cursor, int) ([]*record.Task, error) {
-	return nil, errUnused
-}
-func (m *memStore) ListActive(context.Context) ([]*record.Task, error) { return nil, errUnused }
-func (m *memStore) ListUnsettled(context.Context) ([]*record.Task, error) {
-	return nil, errUnused
-}
-func (m *memStore) CountActive(context.Context, string) (int, error)       { return 0, errUnused }
-func (m *memStore) ReleaseRequestID(context.Context, string, string) error { return errUnused }
-func (m *memStore) ReleaseIdempotencyKey(context.Context, string) error {
-	return errUnused
-}
-func (m *memStore) PurgeExpired(context.Context, time.Time, time.Duration) (int, int, error) {
-	return 0, 0, errUnused
-}
-func (m *memStore) ListSessions(context.Context, time.Time) ([]*record.Session, error) {
-	return nil, errUnused
-}
-func (m *memStore) QueryTasks(context.Context, store.TaskQuery) ([]*record.Task, error) {
-	return nil, errUnused
-}
-func (m *memStore) CountTasksByDay(context.Context, time.Time) ([]store.DayCount, error) {
-	return nil, nil
-}
-
-func (m *memStore) CountTasksBySession(context.Context, time.Time) ([]store.SessionTaskCount, error) {
-	return nil, errUnused
-}
-func (m *memStore) SummarizeClients(context.Context, time.Time) ([]store.ClientSummary, error) {
-	return nil, errUnused
-}
-func (m *memStore) SummarizeClientDays(context.Context, time.Time) ([]store.ClientDays, error) {
-	return nil, errUnused
-}
-func (m *memStore) CountTasksSince(context.Context, time.Time) (int, error) { return 0, errUnused }
-func (m *memStore) PurgeSessions(context.Context, time.Time) (int, error)   { return 0, errUnused }
-func (m *memStore) PutInputs(context.Context, []record.Input) error         { return errUnused }
-func (m *memStore) Summary(context.Context) (store.Summary, error)          { return store.Summary{}, errUnused }
-func (m *memStore) CheckWritable(context.Context) error                     { return nil }
-func (m *memStore) ListInputs(context.Context, string) ([]record.Input, error) {
-	return nil, errUnused
-}
-func (m *memStore) MarkInputDelivered(context.Context, string, string, string, time.Time) error {
-	return errUnused
-}
-func (m *memStore) FindInputByRequestID(context.Context, string) (*record.Input, error) {
-	return nil, errUnused
-}
-func (m *memStore) AnswerInput(context.Context, string, string, json.RawMessage, time.Time) (bool, error) {
-	return false, errUnused
-}
-func (m *memStore) MarkInputForwarded(context.Context, string, string, time.Time) error {
-	return errUnused
-}
-func (m *memStore) Ping(context.Context) error { return nil }
-func (m *memStore) Close() error               { return nil }
-
 // fakeHandler is a Handler whose behaviour is set per test through function fields; nil
 // fields get a default answer. It also records notifications, responses and closes.
 type fakeHandler struct {
-	InitializeFunc func(ctx context.Context, sess *record.Session, params json.RawMessage) (json.RawMessage, error)
-	ServeFunc      func(ctx context.Context, sess *record.Session, req *jsonrpc.Message, out Stream) (json.RawMessage, error)
+	InitializeFunc func(ctx context.Context, sess *Session, params json.RawMessage) (json.RawMessage, error)
+	ServeFunc      func(ctx context.Context, sess *Session, req *jsonrpc.Message, out Stream) (json.RawMessage, error)
 
 	mu        sync.Mutex
 	notified  []string // methods
@@ -185,14 +112,14 @@ type fakeHandler struct {
 	served    []string // methods
 }
 
-func (h *fakeHandler) Initialize(ctx context.Context, sess *record.Session, params json.RawMessage) (json.RawMessage, error) {
+func (h *fakeHandler) Initialize(ctx context.Context, sess *Session, params json.RawMessage) (json.RawMessage, error) {
 	if h.InitializeFunc != nil {
 		return h.InitializeFunc(ctx, sess, params)
 	}
 	return json.RawMessage(`{"protocolVersion":"` + sess.ProtocolVersion + `","capabilities":{},"serverInfo":{"name":"fake","version":"1"}}`), nil
 }
 
-func (h *fakeHandler) Serve(ctx context.Context, sess *record.Session, req *jsonrpc.Message, out Stream) (json.RawMessage, error) {
+func (h *fakeHandler) Serve(ctx context.Context, sess *Session, req *jsonrpc.Message, out Stream) (json.RawMessage, error) {
 	h.mu.Lock()
 	h.served = append(h.served, req.Method)
 	h.mu.Unlock()
@@ -202,19 +129,19 @@ func (h *fakeHandler) Serve(ctx context.Context, sess *record.Session, req *json
 	return json.RawMessage(`{"ok":true}`), nil
 }
 
-func (h *fakeHandler) Notify(_ context.Context, _ *record.Session, msg *jsonrpc.Message) {
+func (h *fakeHandler) Notify(_ context.Context, _ *Session, msg *jsonrpc.Message) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.notified = append(h.notified, msg.Method)
 }
 
-func (h *fakeHandler) Respond(_ context.Context, _ *record.Session, msg *jsonrpc.Message) {
+func (h *fakeHandler) Respond(_ context.Context, _ *Session, msg *jsonrpc.Message) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.responded = append(h.responded, msg.ID.Raw())
 }
 
-func (h *fakeHandler) Closed(_ context.Context, sess *record.Session) {
+func (h *fakeHandler) Closed(_ context.Context, sess *Session) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = append(h.closed, sess.ID)

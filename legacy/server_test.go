@@ -11,7 +11,6 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
-	"github.com/taskbridge/taskbridge/record"
 )
 
 func TestPostRejections(t *testing.T) {
@@ -140,7 +139,7 @@ func TestPingAnsweredLocally(t *testing.T) {
 func TestServeJSONReply(t *testing.T) {
 	e := newEnv(t, nil)
 	sid := e.initSession()
-	e.h.ServeFunc = func(_ context.Context, sess *record.Session, req *jsonrpc.Message, _ Stream) (json.RawMessage, error) {
+	e.h.ServeFunc = func(_ context.Context, sess *Session, req *jsonrpc.Message, _ Stream) (json.RawMessage, error) {
 		if sess.ID != sid || req.Method != "tools/call" {
 			t.Errorf("Serve(%s, %s)", sess.ID, req.Method)
 		}
@@ -177,7 +176,7 @@ func TestServeErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, nil)
 			sid := e.initSession()
-			e.h.ServeFunc = func(context.Context, *record.Session, *jsonrpc.Message, Stream) (json.RawMessage, error) {
+			e.h.ServeFunc = func(context.Context, *Session, *jsonrpc.Message, Stream) (json.RawMessage, error) {
 				return tc.res, tc.err
 			}
 			resp, body := e.post(sid, `{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":"t"}}`)

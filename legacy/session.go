@@ -16,8 +16,6 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/auth"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
-	"github.com/taskbridge/taskbridge/record"
-	"github.com/taskbridge/taskbridge/store"
 )
 
 // HTTP header names of the 2025-11-25 Streamable HTTP transport.
@@ -87,9 +85,9 @@ const clientInfoFieldMax = 256
 
 // newSession builds the record for an initialize request. Params stay raw: clientInfo and
 // capabilities are kept byte for byte, within the face's size bound (sessionInfo).
-func (srv *Server) newSession(params json.RawMessage) (*record.Session, error) {
+func (srv *Server) newSession(params json.RawMessage) (*Session, error) {
 	now := srv.now()
-	s := &record.Session{
+	s := &Session{
 		ID:         newSessionID(),
 		CreatedAt:  now,
 		LastSeenAt: now,
@@ -180,7 +178,7 @@ func checkVersionHeader(r *http.Request) *jsonrpc.Error {
 // session finds the live session a non-initialize request belongs to. On failure it has
 // written the HTTP error and returns nil: 400 without the header or with a bad protocol
 // version, 404 for an unknown or closed session, 500 when the store fails.
-func (s *Server) session(w http.ResponseWriter, r *http.Request) *record.Session {
+func (s *Server) session(w http.ResponseWriter, r *http.Request) *Session {
 	id := r.Header.Get(headerSessionID)
 	if id == "" {
 		s.httpError(w, http.StatusBadRequest, errSessionRequired)
@@ -196,7 +194,7 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) *record.Session
 	}
 	sess, err := s.sessions.get(r.Context(), id)
 	switch {
-	case errors.Is(err, store.ErrNotFound) || (err == nil && (sess.Closed || sess.Principal != auth.KeyFrom(r.Context()))):
+	case errors.Is(err, ErrNoSession) || (err == nil && (sess.Closed || sess.Principal != auth.KeyFrom(r.Context()))):
 		// A session replayed under another principal looks exactly like an unknown one.
 		s.httpError(w, http.StatusNotFound, errSessionNotFound)
 		return nil
@@ -211,7 +209,7 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) *record.Session
 
 // touch records activity on sess at most once per touchEvery: skipped when the stored
 // LastSeenAt is recent (written by any replica) or this process wrote it recently.
-func (s *Server) touch(ctx context.Context, sess *record.Session) {
+func (s *Server) touch(ctx context.Context, sess *Session) {
 	now := s.now()
 	if now.Sub(sess.LastSeenAt) < touchEvery {
 		return

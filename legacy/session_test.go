@@ -11,7 +11,6 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
-	"github.com/taskbridge/taskbridge/record"
 )
 
 func TestNewSessionIDIsRandomVisibleASCII(t *testing.T) {
@@ -54,7 +53,7 @@ func TestValidSessionID(t *testing.T) {
 func TestInitializeStoresSessionBeforeReplying(t *testing.T) {
 	e := newEnv(t, nil)
 	var minted string
-	e.h.InitializeFunc = func(_ context.Context, sess *record.Session, params json.RawMessage) (json.RawMessage, error) {
+	e.h.InitializeFunc = func(_ context.Context, sess *Session, params json.RawMessage) (json.RawMessage, error) {
 		if _, ok := e.st.session(sess.ID); ok {
 			t.Errorf("session stored before Initialize returned")
 		}
@@ -121,7 +120,7 @@ func TestInitializeNegotiatesVersion(t *testing.T) {
 
 func TestInitializeHandlerErrorStoresNothing(t *testing.T) {
 	e := newEnv(t, nil)
-	e.h.InitializeFunc = func(context.Context, *record.Session, json.RawMessage) (json.RawMessage, error) {
+	e.h.InitializeFunc = func(context.Context, *Session, json.RawMessage) (json.RawMessage, error) {
 		return nil, jsonrpc.NewError(jsonrpc.CodeUpstream, "upstream unreachable")
 	}
 	resp, body := e.post("", initBody)

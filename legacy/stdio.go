@@ -11,8 +11,6 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/auth"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
-	"github.com/taskbridge/taskbridge/record"
-	"github.com/taskbridge/taskbridge/store"
 )
 
 // This file holds the message-connection engine shared by the stdio and WebSocket faces,
@@ -21,7 +19,7 @@ import (
 //
 // A connection is one session. Its first request must be initialize (ping is answered
 // before it); the session is created in the store exactly as the HTTP face does
-// (newSession, Handler.Initialize, store.CreateSession) and closed (store.CloseSession,
+// (newSession, Handler.Initialize, SessionStore.CreateSession) and closed (CloseSession,
 // Handler.Closed) when the connection ends. Requests are served concurrently, each on its
 // own goroutine, so a blocking tasks/result does not hold up the tasks/get beside it. A
 // request's Stream writes on the connection; Server.Push to the session writes there too,
@@ -83,7 +81,7 @@ type conn struct {
 	mc        msgConn
 	transport string
 
-	sess *record.Session
+	sess *Session
 
 	out      chan []byte
 	done     chan struct{} // closed by stop: the conn takes nothing more
@@ -397,7 +395,7 @@ func (s *Server) endConn(c *conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), closeSessionTimeout)
 	defer cancel()
 	s.sessions.forget(c.sess.ID)
-	if err := s.store.CloseSession(ctx, c.sess.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := s.store.CloseSession(ctx, c.sess.ID); err != nil && !errors.Is(err, ErrNoSession) {
 		s.log.Warn().Err(err).Str("session", c.sess.ID).Msg("legacy: closing session failed")
 	}
 	s.forgetTouched(c.sess.ID)

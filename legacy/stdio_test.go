@@ -13,7 +13,6 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
-	"github.com/taskbridge/taskbridge/record"
 )
 
 // stdioPeer is a client end of ServeStdio over two pipes.
@@ -93,7 +92,7 @@ func TestStdioSessionIsAStoreRecordForTheConnection(t *testing.T) {
 	p := startStdio(t, e)
 	p.initialize()
 	var sessID string
-	e.h.ServeFunc = func(_ context.Context, sess *record.Session, _ *jsonrpc.Message, _ Stream) (json.RawMessage, error) {
+	e.h.ServeFunc = func(_ context.Context, sess *Session, _ *jsonrpc.Message, _ Stream) (json.RawMessage, error) {
 		sessID = sess.ID
 		return json.RawMessage(`{"tools":[]}`), nil
 	}
@@ -162,7 +161,7 @@ func TestStdioStreamsPushAndConcurrency(t *testing.T) {
 	release := make(chan struct{})
 	var sessID string
 	gotSess := make(chan struct{})
-	e.h.ServeFunc = func(ctx context.Context, sess *record.Session, req *jsonrpc.Message, out Stream) (json.RawMessage, error) {
+	e.h.ServeFunc = func(ctx context.Context, sess *Session, req *jsonrpc.Message, out Stream) (json.RawMessage, error) {
 		switch req.Method {
 		case "tasks/result":
 			sessID = sess.ID
@@ -218,7 +217,7 @@ func TestStdioEOFCancelsInFlight(t *testing.T) {
 	p.initialize()
 	cancelled := make(chan error, 1)
 	started := make(chan string, 1)
-	e.h.ServeFunc = func(ctx context.Context, sess *record.Session, _ *jsonrpc.Message, _ Stream) (json.RawMessage, error) {
+	e.h.ServeFunc = func(ctx context.Context, sess *Session, _ *jsonrpc.Message, _ Stream) (json.RawMessage, error) {
 		started <- sess.ID
 		<-ctx.Done()
 		cancelled <- ctx.Err()

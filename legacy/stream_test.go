@@ -16,7 +16,6 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
-	"github.com/taskbridge/taskbridge/record"
 )
 
 func TestAppendEvent(t *testing.T) {
@@ -57,7 +56,7 @@ func TestServeSSEStream(t *testing.T) {
 	e := newEnv(t, nil)
 	sid := e.initSession()
 	elicit := `{"mode":"form","message":"Delete a.txt?","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t1"}}}`
-	e.h.ServeFunc = func(_ context.Context, _ *record.Session, req *jsonrpc.Message, out Stream) (json.RawMessage, error) {
+	e.h.ServeFunc = func(_ context.Context, _ *Session, req *jsonrpc.Message, out Stream) (json.RawMessage, error) {
 		if err := out.Send(note("notifications/progress", `{"progressToken":"p","progress":1}`)); err != nil {
 			return nil, err
 		}
@@ -108,7 +107,7 @@ func TestServeSSEFlushesEachEvent(t *testing.T) {
 	e := newEnv(t, nil)
 	sid := e.initSession()
 	answered := make(chan struct{})
-	e.h.ServeFunc = func(ctx context.Context, _ *record.Session, _ *jsonrpc.Message, out Stream) (json.RawMessage, error) {
+	e.h.ServeFunc = func(ctx context.Context, _ *Session, _ *jsonrpc.Message, out Stream) (json.RawMessage, error) {
 		r, _ := jsonrpc.NewRequest(jsonrpc.StringID("br-1"), "elicitation/create", json.RawMessage(`{}`))
 		if err := out.Send(r); err != nil {
 			return nil, err
@@ -145,7 +144,7 @@ func TestServeSSEFlushesEachEvent(t *testing.T) {
 func TestServeNoSSEWhenNotAccepted(t *testing.T) {
 	e := newEnv(t, nil)
 	sid := e.initSession()
-	e.h.ServeFunc = func(_ context.Context, _ *record.Session, _ *jsonrpc.Message, out Stream) (json.RawMessage, error) {
+	e.h.ServeFunc = func(_ context.Context, _ *Session, _ *jsonrpc.Message, out Stream) (json.RawMessage, error) {
 		if err := out.Send(note("notifications/message", `{}`)); !errors.Is(err, ErrNoEventStream) {
 			t.Errorf("Send = %v, want ErrNoEventStream", err)
 		}
@@ -163,7 +162,7 @@ func TestServeNoSSEWhenNotAccepted(t *testing.T) {
 func TestServeLenientAccept(t *testing.T) {
 	e := newEnv(t, nil)
 	sid := e.initSession()
-	e.h.ServeFunc = func(_ context.Context, _ *record.Session, _ *jsonrpc.Message, out Stream) (json.RawMessage, error) {
+	e.h.ServeFunc = func(_ context.Context, _ *Session, _ *jsonrpc.Message, out Stream) (json.RawMessage, error) {
 		return nil, out.KeepAlive()
 	}
 	// No Accept header at all: SSE allowed.
@@ -186,7 +185,7 @@ func TestStreamClosedAfterServeReturns(t *testing.T) {
 	e := newEnv(t, nil)
 	sid := e.initSession()
 	kept := make(chan Stream, 1)
-	e.h.ServeFunc = func(_ context.Context, _ *record.Session, _ *jsonrpc.Message, out Stream) (json.RawMessage, error) {
+	e.h.ServeFunc = func(_ context.Context, _ *Session, _ *jsonrpc.Message, out Stream) (json.RawMessage, error) {
 		kept <- out
 		return nil, nil
 	}
@@ -204,7 +203,7 @@ func TestClientDisconnectCancelsServe(t *testing.T) {
 	e := newEnv(t, nil)
 	sid := e.initSession()
 	started, cancelled := make(chan struct{}), make(chan error, 1)
-	e.h.ServeFunc = func(ctx context.Context, _ *record.Session, _ *jsonrpc.Message, _ Stream) (json.RawMessage, error) {
+	e.h.ServeFunc = func(ctx context.Context, _ *Session, _ *jsonrpc.Message, _ Stream) (json.RawMessage, error) {
 		close(started)
 		select {
 		case <-ctx.Done():
@@ -368,7 +367,7 @@ func TestCloseDrains(t *testing.T) {
 	getResp, r := e.openGet(context.Background(), sid)
 	defer getResp.Body.Close()
 	started, release := make(chan struct{}), make(chan struct{})
-	e.h.ServeFunc = func(ctx context.Context, _ *record.Session, _ *jsonrpc.Message, _ Stream) (json.RawMessage, error) {
+	e.h.ServeFunc = func(ctx context.Context, _ *Session, _ *jsonrpc.Message, _ Stream) (json.RawMessage, error) {
 		close(started)
 		<-release
 		return json.RawMessage(`{"late":true}`), ctx.Err()
@@ -409,7 +408,7 @@ func TestCloseGivesUpAndCancels(t *testing.T) {
 	e := newEnv(t, nil)
 	sid := e.initSession()
 	started, ctxErr := make(chan struct{}), make(chan error, 1)
-	e.h.ServeFunc = func(ctx context.Context, _ *record.Session, _ *jsonrpc.Message, _ Stream) (json.RawMessage, error) {
+	e.h.ServeFunc = func(ctx context.Context, _ *Session, _ *jsonrpc.Message, _ Stream) (json.RawMessage, error) {
 		close(started)
 		<-ctx.Done()
 		ctxErr <- ctx.Err()
@@ -434,7 +433,7 @@ func TestCloseGivesUpAndCancels(t *testing.T) {
 
 func TestConcurrentSessions(t *testing.T) {
 	e := newEnv(t, func(o *Options) { o.KeepAlive = 5 * time.Millisecond })
-	e.h.ServeFunc = func(_ context.Context, sess *record.Session, req *jsonrpc.Message, out Stream) (json.RawMessage, error) {
+	e.h.ServeFunc = func(_ context.Context, sess *Session, req *jsonrpc.Message, out Stream) (json.RawMessage, error) {
 		if err := out.Send(note("notifications/progress", `{"progress":1}`)); err != nil {
 			return nil, err
 		}

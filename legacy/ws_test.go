@@ -13,7 +13,6 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
-	"github.com/taskbridge/taskbridge/record"
 )
 
 func wsURL(e *env) string { return "ws" + strings.TrimPrefix(e.ts.URL, "http") + "/mcp" }
@@ -64,7 +63,7 @@ func TestWebSocketSessionRequestsAndPush(t *testing.T) {
 		t.Fatalf("initialize: %s", r)
 	}
 	sessCh := make(chan string, 1)
-	e.h.ServeFunc = func(_ context.Context, sess *record.Session, req *jsonrpc.Message, out Stream) (json.RawMessage, error) {
+	e.h.ServeFunc = func(_ context.Context, sess *Session, req *jsonrpc.Message, out Stream) (json.RawMessage, error) {
 		sessCh <- sess.ID
 		m, _ := jsonrpc.NewRequest(jsonrpc.StringID("ask-1"), "elicitation/create", map[string]any{"message": "ok?"})
 		if err := out.Send(m); err != nil {
