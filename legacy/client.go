@@ -17,7 +17,6 @@ package legacy
 // (ErrSessionGone); the Pool then opens a new one on the next Get.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -32,6 +31,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/redact"
+	"github.com/taskbridge/taskbridge/internal/sse"
 )
 
 // ErrSessionGone is returned (wrapped) when the upstream answers 404 to a request of an
@@ -167,7 +167,9 @@ func (s *UpstreamSession) ID() string { return s.id }
 func (s *UpstreamSession) ProtocolVersion() string { return s.version }
 
 // InitializeResult returns the server's initialize result (decoded, and raw).
-func (s *UpstreamSession) InitializeResult() (InitializeResult, json.RawMessage) { return s.init, s.initRaw }
+func (s *UpstreamSession) InitializeResult() (InitializeResult, json.RawMessage) {
+	return s.init, s.initRaw
+}
 
 // Gone reports whether the server dropped this session (a request got 404).
 func (s *UpstreamSession) Gone() bool { return s.gone.Load() }
@@ -400,37 +402,23 @@ func (s *UpstreamSession) answer(ctx context.Context, req *jsonrpc.Message, h Re
 	}()
 }
 
-// readEvents calls fn with the data of each SSE event until fn returns false or r ends.
-// Comment lines (keep-alives), id, event and retry fields are skipped.
+// readEvents calls fn with the data of each SSE event (internal/sse) until fn returns
+// false or r ends. Comments (keep-alives), events without data and the id, event and
+// retry fields are skipped.
 func readEvents(r io.Reader, max int, fn func(data []byte) bool) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), max)
-	var data bytes.Buffer
-	has := false
-	for sc.Scan() {
-		line := sc.Bytes()
-		switch {
-		case len(line) == 0:
-			if has {
-				if !fn(bytes.Clone(data.Bytes())) {
-					return nil
-				}
-				data.Reset()
-				has = false
-			}
-		case bytes.HasPrefix(line, []byte("data:")):
-			if has {
-				data.WriteByte('\n')
-			}
-			v := bytes.TrimPrefix(line, []byte("data:"))
-			data.Write(bytes.TrimPrefix(v, []byte(" ")))
-			has = true
+	rd := sse.NewReader(r, max)
+	for {
+		ev, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if ev.HasData && !fn(ev.Data) {
+			return nil
 		}
 	}
-	if has && data.Len() > 0 {
-		fn(bytes.Clone(data.Bytes()))
-	}
-	return sc.Err()
 }
 
 func drain(b io.ReadCloser) {

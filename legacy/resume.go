@@ -14,6 +14,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/redact"
+	"github.com/taskbridge/taskbridge/internal/sse"
 )
 
 // SSE resumability (2025-11-25 §Transports "Resumability and Redelivery").
@@ -78,25 +79,9 @@ func parseEventID(s string) (kind byte, streamID string, seq uint64, ok bool) {
 	return streamID[0], streamID, n, true
 }
 
-// appendEventWithID frames data as one SSE "message" event carrying an id.
-func appendEventWithID(dst []byte, streamID string, seq uint64, data []byte) []byte {
-	dst = appendID(dst, streamID, seq)
-	return appendEvent(dst, data)
-}
-
-func appendID(dst []byte, streamID string, seq uint64) []byte {
-	dst = append(dst, "id: "...)
-	dst = append(dst, streamID...)
-	dst = append(dst, '-')
-	dst = strconv.AppendUint(dst, seq, 10)
-	return append(dst, '\n')
-}
-
 // primingEvent is the first event of a resumable stream: an id and empty data, so the
 // client holds a Last-Event-ID before any message arrives.
-func primingEvent(streamID string) []byte {
-	return append(appendID(nil, streamID, 0), "data: \n\n"...)
-}
+func primingEvent(streamID string) []byte { return sse.AppendEvent(nil, sse.SeqID(streamID, 0), "", nil) }
 
 func (s *Server) isClosed() bool {
 	s.mu.Lock()
@@ -271,7 +256,7 @@ func (rs *resumableStream) Send(msg *jsonrpc.Message) error {
 		return err
 	}
 	rs.seq++
-	frame := appendEventWithID(nil, rs.id, rs.seq, b)
+	frame := sse.AppendMessage(nil, sse.SeqID(rs.id, rs.seq), b)
 	if rs.pushLocked(frame) && rs.conn == nil {
 		// An event the client never saw was dropped: the stream cannot be replayed
 		// exactly any more. The bridge's fallback is a new tasks/result.
@@ -443,7 +428,7 @@ func (rs *resumableStream) finish(resp []byte) {
 		}
 	}
 	rs.seq++
-	frame := appendEventWithID(nil, rs.id, rs.seq, resp)
+	frame := sse.AppendMessage(nil, sse.SeqID(rs.id, rs.seq), resp)
 	rs.pushLocked(frame)
 	rs.writeLocked(frame)
 	if c := rs.conn; c != nil {
@@ -694,7 +679,7 @@ func (lg *eventLog) offer(g *getStream, data []byte) bool {
 		return false
 	default:
 	}
-	frame := appendEventWithID(nil, lg.id, lg.seq+1, data)
+	frame := sse.AppendMessage(nil, sse.SeqID(lg.id, lg.seq+1), data)
 	select {
 	case g.ch <- frame:
 		lg.seq++

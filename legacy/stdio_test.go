@@ -200,6 +200,13 @@ func TestStdioStreamsPushAndConcurrency(t *testing.T) {
 		t.Fatalf("pushed notification: %s", r)
 	}
 	p.send(`{"jsonrpc":"2.0","id":"ask-1","result":{"action":"accept","content":{}}}`)
+	// The answer is handed to Respond on a goroutine of its own: wait for it before the
+	// blocked request may end (the two need not arrive in any order).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, responded, _, _ := e.h.snapshot(); len(responded) > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
 	close(release)
 	if r := p.recv(); gjson.Get(r, "id").Int() != 10 || !gjson.Get(r, "result.content").IsArray() {
 		t.Fatalf("tasks/result answer: %s", r)

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/sse"
 )
 
 // Errors a Stream returns. The bridge can fall back (for example to the GET stream via
@@ -94,20 +95,8 @@ func sseHeaders(h http.Header) {
 	h.Set("X-Accel-Buffering", "no")
 }
 
-// appendEvent frames data as one SSE "message" event. Every line of data gets its own
-// "data:" field, so the framing holds even if a payload ever carries a newline.
-func appendEvent(dst, data []byte) []byte {
-	dst = append(dst, "event: message\n"...)
-	for line := range bytes.SplitSeq(data, []byte("\n")) {
-		dst = append(dst, "data: "...)
-		dst = append(dst, bytes.TrimSuffix(line, []byte("\r"))...)
-		dst = append(dst, '\n')
-	}
-	return append(dst, '\n')
-}
-
 // keepAliveComment is an SSE comment line; clients ignore it, proxies see traffic.
-var keepAliveComment = []byte(": keep-alive\n\n")
+var keepAliveComment = sse.Comment("keep-alive")
 
 // postStream is the Stream of one POSTed request. It starts as a plain JSON reply and
 // switches to SSE on the first Send or KeepAlive. All fields below mu are guarded by it;
@@ -136,7 +125,7 @@ func (p *postStream) Send(msg *jsonrpc.Message) error {
 	if err != nil {
 		return err
 	}
-	return p.write(appendEvent(nil, b))
+	return p.write(sse.AppendMessage(nil, "", b))
 }
 
 // KeepAlive implements Stream.
@@ -192,7 +181,7 @@ func (p *postStream) finish(resp []byte) {
 	}
 	if p.sse || (!p.acc.json && p.acc.sse) {
 		p.startSSELocked()
-		_ = p.writeLocked(appendEvent(nil, resp))
+		_ = p.writeLocked(sse.AppendMessage(nil, "", resp))
 		return
 	}
 	p.w.Header().Set("Content-Type", contentTypeJSON)
@@ -237,7 +226,7 @@ func (g *getStream) push(data []byte) bool {
 	if g.log != nil {
 		return g.log.offer(g, data)
 	}
-	return g.offer(appendEvent(nil, data))
+	return g.offer(sse.AppendMessage(nil, "", data))
 }
 
 // offer queues an encoded event without blocking; false when the stream is stopping or

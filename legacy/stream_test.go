@@ -18,18 +18,6 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 )
 
-func TestAppendEvent(t *testing.T) {
-	for _, tc := range []struct{ data, want string }{
-		{`{"a":1}`, "event: message\ndata: {\"a\":1}\n\n"},
-		{"x\ny", "event: message\ndata: x\ndata: y\n\n"},
-		{"x\r\ny", "event: message\ndata: x\ndata: y\n\n"},
-	} {
-		if got := string(appendEvent(nil, []byte(tc.data))); got != tc.want {
-			t.Errorf("appendEvent(%q) = %q, want %q", tc.data, got, tc.want)
-		}
-	}
-}
-
 func TestParseAccept(t *testing.T) {
 	for _, tc := range []struct {
 		h         []string

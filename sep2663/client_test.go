@@ -247,7 +247,7 @@ func TestCallJSONReply(t *testing.T) {
 	}
 }
 
-func sse(events ...string) func(http.ResponseWriter, *jsonrpc.Message) {
+func sseReply(events ...string) func(http.ResponseWriter, *jsonrpc.Message) {
 	return func(w http.ResponseWriter, m *jsonrpc.Message) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusOK)
@@ -259,7 +259,7 @@ func sse(events ...string) func(http.ResponseWriter, *jsonrpc.Message) {
 }
 
 func TestCallSSE(t *testing.T) {
-	u := newUpstream(t, sse(
+	u := newUpstream(t, sseReply(
 		": keep-alive\n\n",
 		"event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"p\",\"progress\":1}}\n\n",
 		":ping\r\n\r\n",
@@ -295,7 +295,7 @@ func TestCallSSEErrors(t *testing.T) {
 	}
 	for name, events := range cases {
 		t.Run(name, func(t *testing.T) {
-			u := newUpstream(t, sse(events...))
+			u := newUpstream(t, sseReply(events...))
 			_, err := u.client().Call(context.Background(), "tools/call", json.RawMessage(`{"name":"x"}`), RequestMeta{}, nil)
 			var ue *UpstreamError
 			if !errors.As(err, &ue) || ue.StatusCode != 200 {
@@ -306,7 +306,7 @@ func TestCallSSEErrors(t *testing.T) {
 }
 
 func TestCallSSEJSONRPCError(t *testing.T) {
-	u := newUpstream(t, sse("data: {\"jsonrpc\":\"2.0\",\"id\":$ID,\"error\":{\"code\":-32602,\"message\":\"Failed to retrieve task: Task not found\"}}\n\n"))
+	u := newUpstream(t, sseReply("data: {\"jsonrpc\":\"2.0\",\"id\":$ID,\"error\":{\"code\":-32602,\"message\":\"Failed to retrieve task: Task not found\"}}\n\n"))
 	_, err := u.client().Call(context.Background(), "tasks/get", json.RawMessage(`{"taskId":"x"}`), RequestMeta{}, nil)
 	var re *jsonrpc.Error
 	if !errors.As(err, &re) || re.Code != -32602 || re.Message != "Failed to retrieve task: Task not found" {
@@ -607,7 +607,7 @@ func TestConcurrentCalls(t *testing.T) {
 	u := newUpstream(t, func(w http.ResponseWriter, m *jsonrpc.Message) {
 		n := gjson.GetBytes(m.Params, "arguments.n").Int()
 		if n%2 == 0 {
-			sse(fmt.Sprintf("data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"n\":%d}}\n\n", n),
+			sseReply(fmt.Sprintf("data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"n\":%d}}\n\n", n),
 				fmt.Sprintf("data: {\"jsonrpc\":\"2.0\",\"id\":$ID,\"result\":{\"n\":%d}}\n\n", n))(w, m)
 			return
 		}

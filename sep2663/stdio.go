@@ -494,3 +494,27 @@ func (t *StdioTransport) dispatch(ch *stdioChild, line []byte) {
 		_ = ch.write(b)
 	}
 }
+
+// readLine returns the next line without its line ending ("\n" or "\r\n"), failing when it
+// exceeds limit bytes. At the end of input it returns the last partial line with io.EOF.
+func readLine(br *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > limit+2 {
+			return nil, errTooLarge
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err != nil {
+			return line, err
+		}
+		line = line[:len(line)-1]
+		if n := len(line); n > 0 && line[n-1] == '\r' {
+			line = line[:n-1]
+		}
+		return line, nil
+	}
+}

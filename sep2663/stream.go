@@ -1,7 +1,6 @@
 package sep2663
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -10,6 +9,7 @@ import (
 	"mime"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/sse"
 )
 
 // maxBody caps a JSON reply body and each SSE event (64 MiB), so a broken or hostile
@@ -88,77 +88,34 @@ func decodeReply(b []byte, status int, id jsonrpc.ID) (json.RawMessage, *jsonrpc
 // sameID compares ids by value, so 7 and "7" match (some servers echo numbers as strings).
 func sameID(a, b jsonrpc.ID) bool { return a.Raw() == b.Raw() || a.String() == b.String() }
 
-// readStream reads SSE events until the response to id arrives. Comment lines (":") are
-// keep-alives; events whose type is not "message" and empty events are skipped; requests
-// from the server (forbidden in 2026-07-28) and responses to other ids are ignored.
+// readStream reads SSE events (internal/sse) until the response to id arrives. Comment
+// lines are keep-alives; events whose type is not "message" and empty events are skipped;
+// requests from the server (forbidden in 2026-07-28) and responses to other ids are ignored.
 func readStream(body io.Reader, id jsonrpc.ID, onMessage func(*jsonrpc.Message)) (json.RawMessage, *jsonrpc.Error, error) {
-	br := bufio.NewReaderSize(body, 32<<10)
-	var ev sseEvent
+	rd := sse.NewReader(body, maxBody)
 	for {
-		line, err := readLine(br, maxBody)
-		if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
-			if errors.Is(err, io.EOF) {
-				// An unterminated last event is still delivered (lenient), then the stream is over.
-				if res, rpcErr, done, derr := ev.dispatch(id, onMessage); done || derr != nil {
-					return res, rpcErr, derr
-				}
-				return nil, nil, errors.New("stream ended before the response")
-			}
+		ev, err := rd.Next()
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil, nil, errors.New("stream ended before the response")
+		case errors.Is(err, sse.ErrTooLarge):
+			return nil, nil, errTooLarge
+		case err != nil:
 			return nil, nil, err
 		}
-		if len(line) == 0 {
-			if res, rpcErr, done, derr := ev.dispatch(id, onMessage); done || derr != nil {
-				return res, rpcErr, derr
-			}
-			continue
-		}
-		if err := ev.field(line); err != nil {
-			return nil, nil, err
+		if res, rpcErr, done, derr := dispatch(ev, id, onMessage); done || derr != nil {
+			return res, rpcErr, derr
 		}
 	}
 }
 
-// sseEvent accumulates the fields of one SSE event.
-type sseEvent struct {
-	typ     string
-	data    []byte
-	hasData bool
-}
-
-// field applies one non-empty line of the stream.
-func (ev *sseEvent) field(line []byte) error {
-	if line[0] == ':' {
-		return nil
-	}
-	name, value, found := bytes.Cut(line, []byte(":"))
-	if found && len(value) > 0 && value[0] == ' ' {
-		value = value[1:]
-	}
-	switch string(name) {
-	case "data":
-		if ev.hasData {
-			ev.data = append(ev.data, '\n')
-		}
-		ev.data = append(ev.data, value...)
-		ev.hasData = true
-		if len(ev.data) > maxBody {
-			return errTooLarge
-		}
-	case "event":
-		ev.typ = string(value)
-	}
-	return nil
-}
-
-// dispatch handles the finished event and resets ev. done is true when the response to id
-// was found (res or rpcErr is set).
-func (ev *sseEvent) dispatch(id jsonrpc.ID, onMessage func(*jsonrpc.Message)) (res json.RawMessage, rpcErr *jsonrpc.Error, done bool, err error) {
-	data, typ, has := ev.data, ev.typ, ev.hasData
-	*ev = sseEvent{}
-	if !has || (typ != "" && typ != "message") || len(bytes.TrimSpace(data)) == 0 {
+// dispatch handles one event. done is true when the response to id was found (res or
+// rpcErr is set).
+func dispatch(ev sse.Event, id jsonrpc.ID, onMessage func(*jsonrpc.Message)) (res json.RawMessage, rpcErr *jsonrpc.Error, done bool, err error) {
+	if !ev.HasData || !ev.IsMessage() || len(bytes.TrimSpace(ev.Data)) == 0 {
 		return nil, nil, false, nil
 	}
-	m, derr := jsonrpc.Decode(data)
+	m, derr := jsonrpc.Decode(ev.Data)
 	if derr != nil {
 		return nil, nil, false, fmt.Errorf("%w: SSE event is not JSON-RPC: %s", ErrInvalidReply, jsonrpc.AsError(derr).Message)
 	}
@@ -173,28 +130,4 @@ func (ev *sseEvent) dispatch(id jsonrpc.ID, onMessage func(*jsonrpc.Message)) (r
 		return m.Result, nil, true, nil
 	}
 	return nil, nil, false, nil
-}
-
-// readLine returns the next line without its line ending ("\n" or "\r\n"), failing when it
-// exceeds limit bytes. At the end of input it returns the last partial line with io.EOF.
-func readLine(br *bufio.Reader, limit int) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > limit+2 {
-			return nil, errTooLarge
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if err != nil {
-			return line, err
-		}
-		line = line[:len(line)-1]
-		if n := len(line); n > 0 && line[n-1] == '\r' {
-			line = line[:n-1]
-		}
-		return line, nil
-	}
 }

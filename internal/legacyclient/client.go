@@ -5,10 +5,10 @@
 package legacyclient
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/sse"
 )
 
 // RequestHandler answers a server→client request (elicitation/create, …). It returns the
@@ -227,27 +228,20 @@ func (c *Client) OpenGetStream(ctx context.Context) error {
 	return nil
 }
 
-// ReadEvents calls fn with the data of each SSE event until fn returns false or r ends.
+// ReadEvents calls fn with the data of each SSE event (internal/sse) until fn returns
+// false or r ends; events with empty data (priming events) are skipped.
 func ReadEvents(r io.Reader, fn func(data []byte) bool) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	var data bytes.Buffer
-	for sc.Scan() {
-		line := sc.Bytes()
-		switch {
-		case len(line) == 0:
-			if data.Len() > 0 {
-				if !fn(bytes.Clone(data.Bytes())) {
-					return nil
-				}
-				data.Reset()
-			}
-		case bytes.HasPrefix(line, []byte("data:")):
-			if data.Len() > 0 {
-				data.WriteByte('\n')
-			}
-			data.Write(bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" ")))
+	rd := sse.NewReader(r, 64<<20)
+	for {
+		ev, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if len(ev.Data) > 0 && !fn(ev.Data) {
+			return nil
 		}
 	}
-	return sc.Err()
 }
