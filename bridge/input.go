@@ -16,6 +16,7 @@ import (
 	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/sep2663"
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/internal/jsonobj"
 )
 
 // maxMRTRRounds bounds input_required rounds on one tools/call.
@@ -138,17 +139,16 @@ func responseToInput(method string, msg *jsonrpc.Message) (json.RawMessage, erro
 	return mapping.InputResponseToModern(msg.Result)
 }
 
+// withInputResponses is the MRTR retry's params: the call's own, as written, with
+// inputResponses and the upstream's requestState (internal/jsonobj).
 func withInputResponses(params json.RawMessage, answers sep2663.InputResponses, state string) (json.RawMessage, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(params, &m); err != nil {
-		return nil, err
-	}
-	m["inputResponses"] = mustJSON(answers)
-	delete(m, "requestState")
-	if state != "" {
-		m["requestState"] = mustJSON(state)
-	}
-	return json.Marshal(m)
+	return jsonobj.Edit(params, func(o jsonobj.Object) jsonobj.Object {
+		o = o.Set("inputResponses", mustJSON(answers)).Without("requestState")
+		if state != "" {
+			o = o.Set("requestState", mustJSON(state))
+		}
+		return o
+	})
 }
 
 // declared reports whether the legacy client declared the capability an input needs.

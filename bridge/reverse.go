@@ -324,7 +324,7 @@ func (r *Reverse) forwardModern(ctx context.Context, req *sep2663.Request) (json
 	if err != nil {
 		return nil, err
 	}
-	params, _ := json.Marshal(p)
+	params := p.Encode()
 	release, err := r.gate.Acquire()
 	if err != nil {
 		return nil, err

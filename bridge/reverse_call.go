@@ -72,14 +72,14 @@ func (r *Reverse) toolsCall(ctx context.Context, req *sep2663.Request) (json.Raw
 	if asTask {
 		release, err = r.gate.StartTask(ctx, gate.Task{Era: gate.Modern, Owner: owner,
 			Active: func(context.Context) (int, error) { return r.activeTasks(owner), nil }})
-		p["task"] = json.RawMessage(`{}`) // the upstream picks the ttl
+		p = p.Set("task", json.RawMessage(`{}`)) // the upstream picks the ttl
 	} else {
 		release, err = r.gate.Acquire()
 	}
 	if err != nil {
 		return nil, err
 	}
-	params, _ := json.Marshal(p)
+	params := p.Encode()
 	hc := r.startCall(owner, name.Str, params, asTask, release)
 	return r.waitCall(ctx, hc)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
+	"github.com/taskbridge/taskbridge/internal/jsonobj"
 )
 
 // Pass-through tasks/list for an upstream without it (issue 4): a 2025-11-25 server may
@@ -72,26 +73,19 @@ func upstreamRunsTasks(raw json.RawMessage) bool {
 }
 
 // initializeWithList adds capabilities.tasks.list to the upstream's initialize result when
-// it runs tasks but does not list them (the bridge lists them instead). Other bytes keep
-// their meaning; the result is re-encoded only in that case.
+// it runs tasks but does not list them (the bridge lists them instead). Every other byte
+// stays as the upstream sent it (internal/jsonobj).
 func initializeWithList(raw json.RawMessage) json.RawMessage {
 	if !upstreamRunsTasks(raw) || gjson.GetBytes(raw, "capabilities.tasks.list").Exists() {
 		return raw
 	}
-	var top map[string]json.RawMessage
-	var caps, tasks map[string]json.RawMessage
-	if json.Unmarshal(raw, &top) != nil || json.Unmarshal(top["capabilities"], &caps) != nil ||
-		json.Unmarshal(caps["tasks"], &tasks) != nil || tasks == nil {
-		return raw
-	}
-	tasks["list"] = json.RawMessage(`{}`)
-	caps["tasks"], _ = json.Marshal(tasks)
-	top["capabilities"], _ = json.Marshal(caps)
-	out, err := json.Marshal(top)
+	top, err := jsonobj.Parse(raw)
 	if err != nil {
 		return raw
 	}
-	return out
+	caps := top.Child("capabilities")
+	tasks := caps.Child("tasks").Set("list", json.RawMessage(`{}`))
+	return top.Set("capabilities", caps.Set("tasks", tasks.Encode()).Encode()).Encode()
 }
 
 // observe records what a forwarded request and its result say about tasks: a task

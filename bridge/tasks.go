@@ -15,6 +15,7 @@ import (
 	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/sep2663"
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/internal/jsonobj"
 )
 
 // errTaskNotFound is the one answer for an unknown, expired or foreign task id: the same
@@ -422,14 +423,10 @@ func (b *Bridge) updateRecord(ctx context.Context, rec *record.Task, fn func(*re
 	return nil, fmt.Errorf("task %s: too many concurrent updates", rec.ID)
 }
 
-// withoutKey returns a JSON object without one top-level key; other members keep their bytes.
+// withoutKey returns a JSON object without one top-level key; other members keep their
+// bytes and order (internal/jsonobj).
 func withoutKey(obj json.RawMessage, key string) (json.RawMessage, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(obj, &m); err != nil {
-		return nil, err
-	}
-	delete(m, key)
-	return json.Marshal(m)
+	return jsonobj.Edit(obj, func(o jsonobj.Object) jsonobj.Object { return o.Without(key) })
 }
 
 // finished reports whether a record needs no more watching: terminal, and its real

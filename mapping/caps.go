@@ -6,6 +6,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/sep2663"
+	"github.com/taskbridge/taskbridge/internal/jsonobj"
 )
 
 var emptyObject = json.RawMessage(`{}`)
@@ -21,54 +22,54 @@ var emptyObject = json.RawMessage(`{}`)
 //
 // Empty, null or absent input means no capabilities. Non-object input is an error.
 func ClientCapsToModern(legacyCaps json.RawMessage, withTasks bool) (json.RawMessage, error) {
-	var in []member
+	var in jsonobj.Object
 	if len(legacyCaps) > 0 && string(legacyCaps) != "null" {
 		var err error
-		if in, err = objectMembers(legacyCaps); err != nil {
+		if in, err = jsonobj.Parse(legacyCaps); err != nil {
 			return nil, fmt.Errorf("mapping: client capabilities: %w", err)
 		}
 	}
-	var out []member
+	var out jsonobj.Object
 	for _, key := range []string{"experimental", "roots", "sampling"} {
-		if v, ok := lookup(in, key); ok && isObject(v) {
-			out = append(out, newMember(key, v))
+		if v, ok := in.Get(key); ok && jsonobj.IsObject(v) {
+			out = append(out, jsonobj.NewMember(key, v))
 		}
 	}
-	if v, ok := lookup(in, "elicitation"); ok && isObject(v) {
+	if v, ok := in.Get("elicitation"); ok && jsonobj.IsObject(v) {
 		if el, err := elicitationToModern(v); err == nil {
-			out = append(out, newMember("elicitation", el))
+			out = append(out, jsonobj.NewMember("elicitation", el))
 		}
 	}
-	var ext []member
-	if v, ok := lookup(in, "extensions"); ok && isObject(v) {
-		if ms, err := objectMembers(v); err == nil {
-			ext = without(ms, sep2663.ExtensionTasks)
+	var ext jsonobj.Object
+	if v, ok := in.Get("extensions"); ok && jsonobj.IsObject(v) {
+		if ms, err := jsonobj.Parse(v); err == nil {
+			ext = ms.Without(sep2663.ExtensionTasks)
 		}
 	}
 	if withTasks {
-		ext = append(ext, newMember(sep2663.ExtensionTasks, emptyObject))
+		ext = append(ext, jsonobj.NewMember(sep2663.ExtensionTasks, emptyObject))
 	}
 	if len(ext) > 0 {
-		out = append(out, newMember("extensions", encodeObject(ext)))
+		out = append(out, jsonobj.NewMember("extensions", ext.Encode()))
 	}
-	return encodeObject(out), nil
+	return out.Encode(), nil
 }
 
 func elicitationToModern(v json.RawMessage) (json.RawMessage, error) {
-	ms, err := objectMembers(v)
+	ms, err := jsonobj.Parse(v)
 	if err != nil {
 		return nil, err
 	}
-	var out []member
+	var out jsonobj.Object
 	for _, key := range []string{"form", "url"} {
-		if mv, ok := lookup(ms, key); ok && isObject(mv) {
-			out = append(out, newMember(key, mv))
+		if mv, ok := ms.Get(key); ok && jsonobj.IsObject(mv) {
+			out = append(out, jsonobj.NewMember(key, mv))
 		}
 	}
 	if len(out) == 0 {
-		out = append(out, newMember("form", emptyObject))
+		out = append(out, jsonobj.NewMember("form", emptyObject))
 	}
-	return encodeObject(out), nil
+	return out.Encode(), nil
 }
 
 // ServerCapsToLegacy translates server/discover capabilities to legacy initialize
@@ -76,10 +77,10 @@ func elicitationToModern(v json.RawMessage) (json.RawMessage, error) {
 // the upstream wrote them; extensions are dropped (2025-11-25 has none on the server side).
 // When withTasks, tasks = {list:{}, cancel:{}, requests:{tools:{call:{}}}} is added.
 func ServerCapsToLegacy(caps sep2663.ServerCapabilities, withTasks bool) (json.RawMessage, error) {
-	var out []member
+	var out jsonobj.Object
 	add := func(key string, v json.RawMessage) {
 		if len(v) > 0 && string(v) != "null" {
-			out = append(out, newMember(key, v))
+			out = append(out, jsonobj.NewMember(key, v))
 		}
 	}
 	add("experimental", caps.Experimental)
@@ -89,8 +90,8 @@ func ServerCapsToLegacy(caps sep2663.ServerCapabilities, withTasks bool) (json.R
 	add("resources", caps.Resources)
 	add("tools", caps.Tools)
 	for _, m := range out {
-		if !json.Valid(m.value) {
-			return nil, fmt.Errorf("mapping: server capability %q is not valid JSON", m.key)
+		if !json.Valid(m.Value) {
+			return nil, fmt.Errorf("mapping: server capability %q is not valid JSON", m.Key)
 		}
 	}
 	if withTasks {
@@ -98,9 +99,9 @@ func ServerCapsToLegacy(caps sep2663.ServerCapabilities, withTasks bool) (json.R
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, newMember("tasks", tasks))
+		out = append(out, jsonobj.NewMember("tasks", tasks))
 	}
-	return encodeObject(out), nil
+	return out.Encode(), nil
 }
 
 // LegacyTasksCapability is what the bridge declares to 2025-11-25 clients:
@@ -119,23 +120,23 @@ func LegacyTasksCapability() legacy.ServerTasksCapability {
 // tools/call with it when no new task may start, so the upstream must answer synchronously
 // or refuse, as a legacy client is told to call without params.task.
 func WithoutTasksExtension(caps json.RawMessage) (json.RawMessage, error) {
-	ms, err := objectMembers(caps)
+	ms, err := jsonobj.Parse(caps)
 	if err != nil {
 		return nil, err
 	}
-	ext, ok := lookup(ms, "extensions")
-	if !ok || !isObject(ext) {
+	ext, ok := ms.Get("extensions")
+	if !ok || !jsonobj.IsObject(ext) {
 		return caps, nil
 	}
-	em, err := objectMembers(ext)
+	em, err := jsonobj.Parse(ext)
 	if err != nil {
 		return nil, err
 	}
-	if _, has := lookup(em, sep2663.ExtensionTasks); !has {
+	if _, has := em.Get(sep2663.ExtensionTasks); !has {
 		return caps, nil
 	}
-	if em = without(em, sep2663.ExtensionTasks); len(em) == 0 {
-		return encodeObject(without(ms, "extensions")), nil
+	if em = em.Without(sep2663.ExtensionTasks); len(em) == 0 {
+		return ms.Without("extensions").Encode(), nil
 	}
-	return encodeObject(set(ms, "extensions", encodeObject(em))), nil
+	return ms.Set("extensions", em.Encode()).Encode(), nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/sep2663"
+	"github.com/taskbridge/taskbridge/internal/jsonobj"
 )
 
 // The server→client requests a legacy client can be sent for an upstream input request.
@@ -31,31 +32,31 @@ func InputToLegacy(bridgeTaskID, key string, in sep2663.InputRequest) (method st
 	default:
 		return "", nil, fmt.Errorf("%w: %q", ErrUnsupportedInput, truncate(in.Method, 64))
 	}
-	var ms []member
+	var ms jsonobj.Object
 	if len(in.Params) > 0 && string(in.Params) != "null" {
-		if ms, err = objectMembers(in.Params); err != nil {
+		if ms, err = jsonobj.Parse(in.Params); err != nil {
 			return "", nil, fmt.Errorf("mapping: input request %q params: %w", in.Method, err)
 		}
 	}
 	if in.Method == MethodElicitationCreate {
-		if raw, ok := lookup(ms, "mode"); ok {
+		if raw, ok := ms.Get("mode"); ok {
 			var mode string
 			if json.Unmarshal(raw, &mode) == nil && mode == "url" {
 				id, _ := json.Marshal(ElicitationID(bridgeTaskID, key))
-				ms = set(ms, "elicitationId", id)
+				ms = ms.Set("elicitationId", id)
 			}
 		}
 	}
 	if bridgeTaskID == "" {
 		// An MRTR round before any task exists: the request belongs to the open call,
 		// not to a task the client knows, so it carries no related-task.
-		return in.Method, encodeObject(ms), nil
+		return in.Method, ms.Encode(), nil
 	}
 	related, err := json.Marshal(legacy.RelatedTask{TaskID: bridgeTaskID})
 	if err != nil {
 		return "", nil, err
 	}
-	return in.Method, encodeObject(setMeta(ms, legacy.MetaRelatedTask, related)), nil
+	return in.Method, ms.SetMeta(legacy.MetaRelatedTask, related).Encode(), nil
 }
 
 // ElicitationID is the elicitationId synthesized for a URL-mode elicitation (2026-07-28
@@ -79,9 +80,9 @@ func ElicitationID(bridgeTaskID, key string) string {
 // keep their bytes. The answer is matched to its task by the JSON-RPC id the bridge issued,
 // never by this _meta (design §9). Non-object results are an error.
 func InputResponseToModern(result json.RawMessage) (json.RawMessage, error) {
-	ms, err := objectMembers(result)
+	ms, err := jsonobj.Parse(result)
 	if err != nil {
 		return nil, fmt.Errorf("mapping: input response: %w", err)
 	}
-	return encodeObject(dropMetaKey(ms, legacy.MetaRelatedTask)), nil
+	return ms.DropMeta(legacy.MetaRelatedTask).Encode(), nil
 }

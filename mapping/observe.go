@@ -8,6 +8,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/sep2663"
+	"github.com/taskbridge/taskbridge/internal/jsonobj"
 )
 
 // Observation is what one upstream tasks/get (or notification) says, translated for legacy
@@ -98,7 +99,7 @@ func Observe(dt *sep2663.DetailedTask) (Observation, error) {
 }
 
 func observeCompleted(o *Observation, result json.RawMessage) {
-	ms, err := objectMembers(result)
+	ms, err := jsonobj.Parse(result)
 	if err != nil {
 		// The upstream says the operation completed but gave nothing a legacy client can be
 		// handed: the task fails for the client, the operation's outcome stays succeeded, and
@@ -111,8 +112,8 @@ func observeCompleted(o *Observation, result json.RawMessage) {
 		}
 		return
 	}
-	o.Result = encodeObject(without(ms, "resultType"))
-	if v, ok := lookup(ms, "isError"); !ok || string(v) != "true" {
+	o.Result = ms.Without("resultType").Encode()
+	if v, ok := ms.Get("isError"); !ok || string(v) != "true" {
 		o.Status, o.Outcome = record.StatusCompleted, record.OutcomeSucceeded
 		return
 	}
@@ -126,8 +127,8 @@ func observeCompleted(o *Observation, result json.RawMessage) {
 }
 
 // firstText returns the text of the first non-empty text content block of a CallToolResult.
-func firstText(ms []member) string {
-	raw, ok := lookup(ms, "content")
+func firstText(ms jsonobj.Object) string {
+	raw, ok := ms.Get("content")
 	if !ok {
 		return ""
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/record"
+	"github.com/taskbridge/taskbridge/internal/jsonobj"
 )
 
 // modernOnly are the top-level result fields 2026-07-28 added that a legacy client must not
@@ -19,7 +20,7 @@ var modernOnly = []string{"resultType", "ttlMs", "cacheScope"}
 // bridgeTaskID} (replacing any related-task already there, keeping every other _meta key).
 // Only the top level (and _meta) is decoded; every other member keeps its bytes and order.
 func ResultForLegacy(result json.RawMessage, bridgeTaskID string) (json.RawMessage, error) {
-	ms, err := objectMembers(result)
+	ms, err := jsonobj.Parse(result)
 	if err != nil {
 		return nil, fmt.Errorf("mapping: tool result: %w", err)
 	}
@@ -27,17 +28,17 @@ func ResultForLegacy(result json.RawMessage, bridgeTaskID string) (json.RawMessa
 	if err != nil {
 		return nil, err
 	}
-	return encodeObject(setMeta(without(ms, "resultType"), legacy.MetaRelatedTask, related)), nil
+	return ms.Without("resultType").SetMeta(legacy.MetaRelatedTask, related).Encode(), nil
 }
 
 // StripModern removes the 2026-07-28-only top-level fields (resultType, ttlMs, cacheScope)
 // from a result for a legacy client. Everything else keeps its bytes.
 func StripModern(result json.RawMessage) (json.RawMessage, error) {
-	ms, err := objectMembers(result)
+	ms, err := jsonobj.Parse(result)
 	if err != nil {
 		return nil, fmt.Errorf("mapping: result: %w", err)
 	}
-	return encodeObject(without(ms, modernOnly...)), nil
+	return ms.Without(modernOnly...).Encode(), nil
 }
 
 // ErrorForLegacy returns the error object tasks/result sends for a failed task.
@@ -61,19 +62,19 @@ func ErrorForLegacy(errObj json.RawMessage, outcome record.Outcome, retryable bo
 	switch {
 	case data == "" || data == "null":
 		e.Data, _ = json.Marshal(add)
-	case isObject(e.Data):
-		ms, err := objectMembers(e.Data)
+	case jsonobj.IsObject(e.Data):
+		ms, err := jsonobj.Parse(e.Data)
 		if err != nil {
 			break
 		}
-		if _, ok := lookup(ms, "retryable"); !ok {
-			ms = append(ms, newMember("retryable", json.RawMessage(fmt.Sprint(retryable))))
+		if _, ok := ms.Get("retryable"); !ok {
+			ms = append(ms, jsonobj.NewMember("retryable", json.RawMessage(fmt.Sprint(retryable))))
 		}
-		if _, ok := lookup(ms, "outcome"); !ok {
+		if _, ok := ms.Get("outcome"); !ok {
 			o, _ := json.Marshal(outcome)
-			ms = append(ms, newMember("outcome", o))
+			ms = append(ms, jsonobj.NewMember("outcome", o))
 		}
-		e.Data = encodeObject(ms)
+		e.Data = ms.Encode()
 	}
 	return &e
 }
@@ -84,16 +85,16 @@ func ErrorForLegacy(errObj json.RawMessage, outcome record.Outcome, retryable bo
 // clients read as "forbidden"), each tool keeps its bytes otherwise, and StripModern
 // applies to the result (ttlMs, cacheScope, resultType go).
 func ToolsListForLegacy(result json.RawMessage, mode func(name string, tool json.RawMessage) string) (json.RawMessage, error) {
-	ms, err := objectMembers(result)
+	ms, err := jsonobj.Parse(result)
 	if err != nil {
 		return nil, fmt.Errorf("mapping: tools/list result: %w", err)
 	}
-	ms = without(ms, modernOnly...)
-	rawTools, ok := lookup(ms, "tools")
+	ms = ms.Without(modernOnly...)
+	rawTools, ok := ms.Get("tools")
 	if !ok {
-		return encodeObject(ms), nil
+		return ms.Encode(), nil
 	}
-	tools, err := arrayElements(rawTools)
+	tools, err := jsonobj.Elements(rawTools)
 	if err != nil {
 		return nil, fmt.Errorf("mapping: tools/list result: tools: %w", err)
 	}
@@ -102,16 +103,16 @@ func ToolsListForLegacy(result json.RawMessage, mode func(name string, tool json
 			return nil, fmt.Errorf("mapping: tools/list result: tool %d: %w", i, err)
 		}
 	}
-	return encodeObject(set(ms, "tools", encodeArray(tools))), nil
+	return ms.Set("tools", jsonobj.EncodeArray(tools)).Encode(), nil
 }
 
 func withTaskSupport(tool json.RawMessage, mode func(string, json.RawMessage) string) (json.RawMessage, error) {
-	tms, err := objectMembers(tool)
+	tms, err := jsonobj.Parse(tool)
 	if err != nil {
 		return nil, err
 	}
 	var name string
-	if raw, ok := lookup(tms, "name"); ok {
+	if raw, ok := tms.Get("name"); ok {
 		_ = json.Unmarshal(raw, &name) // a nameless tool still gets a mode
 	}
 	m := ""
@@ -121,13 +122,13 @@ func withTaskSupport(tool json.RawMessage, mode func(string, json.RawMessage) st
 	if m == "" {
 		return tool, nil
 	}
-	var exec []member
-	if old, ok := lookup(tms, "execution"); ok && isObject(old) {
-		if exec, err = objectMembers(old); err != nil {
+	var exec jsonobj.Object
+	if old, ok := tms.Get("execution"); ok && jsonobj.IsObject(old) {
+		if exec, err = jsonobj.Parse(old); err != nil {
 			return nil, err
 		}
 	}
 	ts, _ := json.Marshal(m)
-	exec = set(exec, "taskSupport", ts)
-	return encodeObject(set(tms, "execution", encodeObject(exec))), nil
+	exec = exec.Set("taskSupport", ts)
+	return tms.Set("execution", exec.Encode()).Encode(), nil
 }

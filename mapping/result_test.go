@@ -8,6 +8,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/record"
+	"github.com/taskbridge/taskbridge/internal/jsonobj"
 )
 
 const related = `"io.modelcontextprotocol/related-task":{"taskId":"tb-1"}`
@@ -171,7 +172,7 @@ func FuzzResultForLegacy(f *testing.F) {
 		var before map[string]json.RawMessage
 		inErr := json.Unmarshal(in, &before)
 		if inErr == nil && before == nil { // null
-			inErr = errNotObject
+			inErr = jsonobj.ErrNotObject
 		}
 		if err != nil {
 			if inErr == nil {

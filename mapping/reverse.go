@@ -10,6 +10,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/sep2663"
+	"github.com/taskbridge/taskbridge/internal/jsonobj"
 )
 
 // ServerCapsToModern translates 2025-11-25 ServerCapabilities: the shared keys are
@@ -40,117 +41,65 @@ var modernMetaKeys = []string{sep2663.MetaProtocolVersion, sep2663.MetaClientCap
 	"io.modelcontextprotocol/logLevel"}
 
 // LegacyParams strips the modern envelope and fields from params for a legacy upstream.
-// Only the top level and _meta are decoded; other members keep their bytes.
-func LegacyParams(params json.RawMessage) (map[string]json.RawMessage, error) {
-	var p map[string]json.RawMessage
-	if err := json.Unmarshal(params, &p); err != nil || p == nil {
+// Only the top level and _meta are decoded; other members keep their bytes and order.
+func LegacyParams(params json.RawMessage) (jsonobj.Object, error) {
+	p, err := jsonobj.Parse(params)
+	if err != nil {
 		return nil, jsonrpc.ErrInvalidParams.Wrapf("params must be an object")
 	}
-	for _, k := range modernOnlyParams {
-		delete(p, k)
-	}
-	if m, ok := p["_meta"]; ok {
-		var meta map[string]json.RawMessage
-		if json.Unmarshal(m, &meta) == nil {
-			for _, k := range modernMetaKeys {
-				delete(meta, k)
-			}
-		}
-		if len(meta) == 0 {
-			delete(p, "_meta")
-		} else {
-			p["_meta"], _ = json.Marshal(meta)
-		}
-	}
-	return p, nil
+	return p.Without(modernOnlyParams...).DropMeta(modernMetaKeys...), nil
 }
 
 // WithCacheHints adds ttlMs 0 and cacheScope "private" when missing: the result came from
 // the caller's own upstream session, and the legacy server said nothing about its
 // lifetime, so a client must neither share nor reuse it.
 func WithCacheHints(res json.RawMessage) (json.RawMessage, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(res, &top); err != nil || top == nil {
+	top, err := jsonobj.Parse(res)
+	if err != nil {
 		return nil, jsonrpc.NewError(jsonrpc.CodeUpstream, "upstream result is not an object")
 	}
-	if _, ok := top["ttlMs"]; !ok {
-		top["ttlMs"] = json.RawMessage(`0`)
-	}
-	if _, ok := top["cacheScope"]; !ok {
-		top["cacheScope"] = json.RawMessage(`"private"`)
-	}
-	return json.Marshal(top)
+	return top.SetDefault("ttlMs", json.RawMessage(`0`)).SetDefault("cacheScope", json.RawMessage(`"private"`)).Encode(), nil
 }
 
 // ToolsListForModern drops execution.taskSupport (2026-07-28 tools have no per-tool task
-// flag; the server decides) and keeps everything else.
+// flag; the server decides) and keeps everything else as written.
 func ToolsListForModern(res json.RawMessage) (json.RawMessage, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(res, &top); err != nil {
+	top, err := jsonobj.Parse(res)
+	if err != nil {
 		return nil, jsonrpc.NewError(jsonrpc.CodeUpstream, "upstream tools/list result is not an object")
 	}
-	var tools []map[string]json.RawMessage
-	if json.Unmarshal(top["tools"], &tools) == nil {
-		for _, t := range tools {
-			var ex map[string]json.RawMessage
-			if json.Unmarshal(t["execution"], &ex) == nil && ex != nil {
-				delete(ex, "taskSupport")
-				if len(ex) == 0 {
-					delete(t, "execution")
-				} else {
-					t["execution"], _ = json.Marshal(ex)
-				}
-			}
-		}
-		top["tools"], _ = json.Marshal(tools)
+	raw, ok := top.Get("tools")
+	if !ok {
+		return top.Encode(), nil
 	}
-	return json.Marshal(top)
+	tools, err := jsonobj.Elements(raw)
+	if err != nil {
+		return top.Encode(), nil // not an array: nothing to strip
+	}
+	for i, t := range tools {
+		if tool, err := jsonobj.Parse(t); err == nil {
+			tools[i] = tool.DropChildKeys("execution", "taskSupport").Encode()
+		}
+	}
+	return top.Set("tools", jsonobj.EncodeArray(tools)).Encode(), nil
 }
 
 // ResultForModern stamps resultType:"complete" on a legacy result and drops the
 // related-task _meta key (not part of SEP-2663).
 func ResultForModern(res json.RawMessage) (json.RawMessage, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(res, &m); err != nil || m == nil {
+	m, err := jsonobj.Parse(res)
+	if err != nil {
 		return nil, jsonrpc.NewError(jsonrpc.CodeUpstream, "upstream result is not an object")
 	}
-	m["resultType"] = json.RawMessage(`"complete"`)
-	if meta, ok := m["_meta"]; ok {
-		var mm map[string]json.RawMessage
-		if json.Unmarshal(meta, &mm) == nil {
-			delete(mm, legacy.MetaRelatedTask)
-			if len(mm) == 0 {
-				delete(m, "_meta")
-			} else {
-				m["_meta"], _ = json.Marshal(mm)
-			}
-		}
-	}
-	return json.Marshal(m)
+	return m.DropMeta(legacy.MetaRelatedTask).Set("resultType", json.RawMessage(`"complete"`)).Encode(), nil
 }
 
 // InputParamsForModern removes what 2026-07-28 input requests do not carry: the
 // related-task _meta key and a URL-mode elicitationId.
 func InputParamsForModern(params json.RawMessage) json.RawMessage {
-	var p map[string]json.RawMessage
-	if json.Unmarshal(params, &p) != nil || p == nil {
-		return params
-	}
-	delete(p, "elicitationId")
-	if m, ok := p["_meta"]; ok {
-		var meta map[string]json.RawMessage
-		if json.Unmarshal(m, &meta) == nil {
-			delete(meta, legacy.MetaRelatedTask)
-			if len(meta) == 0 {
-				delete(p, "_meta")
-			} else {
-				p["_meta"], _ = json.Marshal(meta)
-			}
-		}
-	}
-	out, err := json.Marshal(p)
+	p, err := jsonobj.Parse(params)
 	if err != nil {
 		return params
 	}
-	return out
+	return p.Without("elicitationId").DropMeta(legacy.MetaRelatedTask).Encode()
 }

@@ -51,7 +51,7 @@ func TestReverseResultShapes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
-		if !jsonEq(t, got, []byte(tt.want)) {
+		if string(got) != tt.want { // members keep their order and bytes (internal/jsonobj)
 			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
 		}
 	}
@@ -63,7 +63,7 @@ func TestReverseResultShapes(t *testing.T) {
 func TestInputParamsForModern(t *testing.T) {
 	in := `{"mode":"url","message":"Sign in","url":"https://x","elicitationId":"e1","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t"}}}`
 	got := InputParamsForModern(json.RawMessage(in))
-	if want := `{"mode":"url","message":"Sign in","url":"https://x"}`; !jsonEq(t, got, []byte(want)) {
+	if want := `{"mode":"url","message":"Sign in","url":"https://x"}`; string(got) != want {
 		t.Errorf("got %s, want %s (no elicitationId, no related-task in 2026-07-28)", got, want)
 	}
 }
@@ -75,8 +75,8 @@ func TestLegacyParams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, _ := json.Marshal(p)
-	if want := `{"name":"t","arguments":{"a":[1,2]},"_meta":{"progressToken":7}}`; !jsonEq(t, got, []byte(want)) {
+	got := p.Encode()
+	if want := `{"name":"t","arguments":{"a":[1,2]},"_meta":{"progressToken":7}}`; string(got) != want {
 		t.Errorf("got %s, want %s (modern-only fields and envelope removed, progressToken kept)", got, want)
 	}
 	if _, err := LegacyParams(json.RawMessage(`[]`)); err == nil {

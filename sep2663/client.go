@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/taskbridge/taskbridge/internal/jsonobj"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/redact"
 )
@@ -261,13 +261,7 @@ func frame(rawID, method string, params []byte) []byte {
 }
 
 // quote encodes s as a JSON string without HTML escaping.
-func quote(s string) []byte {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
-	return bytes.TrimRight(b.Bytes(), "\n")
-}
+func quote(s string) []byte { return jsonobj.Quote(s) }
 
 // withEnvelope returns params with the 2026-07-28 keys merged into params._meta. Only the
 // top level of params and of _meta is decoded; every other value is kept byte for byte.
@@ -281,73 +275,45 @@ func (c *Client) withEnvelope(params json.RawMessage, meta RequestMeta) (json.Ra
 	if err != nil {
 		return nil, err
 	}
-	m, err := decodeObject(top["_meta"], "params._meta")
+	m, err := decodeObject(topGet(top, "_meta"), "params._meta")
 	if err != nil {
 		return nil, err
 	}
-	m[MetaProtocolVersion] = quote(ProtocolVersion)
+	m = m.Set(MetaProtocolVersion, quote(ProtocolVersion))
 	switch {
 	case meta.ClientCapabilities != nil:
 		if !json.Valid(meta.ClientCapabilities) || !gjson.ParseBytes(meta.ClientCapabilities).IsObject() {
 			return nil, errors.New("ClientCapabilities is not a JSON object")
 		}
-		m[MetaClientCapabilities] = meta.ClientCapabilities
-	case m[MetaClientCapabilities] == nil:
-		m[MetaClientCapabilities] = json.RawMessage("{}")
+		m = m.Set(MetaClientCapabilities, meta.ClientCapabilities)
+	default:
+		m = m.SetDefault(MetaClientCapabilities, json.RawMessage("{}"))
 	}
 	switch {
 	case meta.ClientInfo != nil:
-		m[MetaClientInfo] = marshal(meta.ClientInfo)
-	case m[MetaClientInfo] == nil:
-		m[MetaClientInfo] = marshal(c.info)
+		m = m.Set(MetaClientInfo, marshal(meta.ClientInfo))
+	default:
+		m = m.SetDefault(MetaClientInfo, marshal(c.info))
 	}
-	top["_meta"] = encodeObject(m)
-	return encodeObject(top), nil
+	return top.Set("_meta", m.Encode()).Encode(), nil
 }
 
-// decodeObject decodes the top level of a JSON object; empty input and null give an empty map.
-func decodeObject(raw json.RawMessage, what string) (map[string]json.RawMessage, error) {
-	m := map[string]json.RawMessage{}
+// decodeObject splits the top level of a JSON object (internal/jsonobj: members keep their
+// order and bytes); empty input and null give an empty object.
+func decodeObject(raw json.RawMessage, what string) (jsonobj.Object, error) {
 	t := bytes.TrimSpace(raw)
-	if len(t) == 0 || string(t) == "null" {
-		return m, nil
-	}
-	if t[0] != '{' {
+	if len(t) > 0 && string(t) != "null" && t[0] != '{' {
 		return nil, fmt.Errorf("%s must be a JSON object", what)
 	}
-	if err := json.Unmarshal(t, &m); err != nil {
+	o, err := jsonobj.ParseOrEmpty(t)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	if m == nil { // "{}" can leave the map as made, but be safe
-		m = map[string]json.RawMessage{}
-	}
-	return m, nil
+	return o, nil
 }
 
-// encodeObject writes m with sorted keys and its values verbatim.
-func encodeObject(m map[string]json.RawMessage) json.RawMessage {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(quote(k))
-		b.WriteByte(':')
-		if v := m[k]; v == nil {
-			b.WriteString("null")
-		} else {
-			b.Write(v)
-		}
-	}
-	b.WriteByte('}')
-	return b.Bytes()
-}
+// topGet returns the member key of o (nil when absent).
+func topGet(o jsonobj.Object, key string) json.RawMessage { v, _ := o.Get(key); return v }
 
 // marshal encodes a value this package owns (never fails for its types).
 func marshal(v any) json.RawMessage {
@@ -370,16 +336,14 @@ func withTasksExtension(caps json.RawMessage) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	ext, err := decodeObject(top["extensions"], "ClientCapabilities.extensions")
+	ext, err := decodeObject(topGet(top, "extensions"), "ClientCapabilities.extensions")
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := ext[ExtensionTasks]; ok {
+	if ext.Has(ExtensionTasks) {
 		return caps, nil
 	}
-	ext[ExtensionTasks] = json.RawMessage("{}")
-	top["extensions"] = encodeObject(ext)
-	return encodeObject(top), nil
+	return top.Set("extensions", ext.Set(ExtensionTasks, json.RawMessage("{}")).Encode()).Encode(), nil
 }
 
 // tasksMeta is meta with the tasks extension declared, as every task-aware call needs: the
