@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"syscall"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -13,6 +12,7 @@ import (
 	"github.com/taskbridge/taskbridge/fallback"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/redact"
+	"github.com/taskbridge/taskbridge/internal/upstream"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
 	"github.com/taskbridge/taskbridge/record"
@@ -289,7 +289,7 @@ func (b *Bridge) hostedError(r *record.Task, ctx context.Context, err error) {
 		r.Outcome, r.Error = record.OutcomeFailed, mustJSON(je)
 		r.StatusMessage = mapping.SanitizeStatusMessage(je.Message)
 		return
-	case errors.Is(err, syscall.ECONNREFUSED):
+	case upstream.NeverSent(err):
 		r.Outcome = record.OutcomeFailed
 		r.StatusMessage = "The upstream refused the connection; the tool did not run."
 	case b.ctx.Err() != nil:

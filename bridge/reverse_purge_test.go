@@ -10,9 +10,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskbridge/taskbridge/legacy"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/sqlite"
-	"github.com/taskbridge/taskbridge/record"
 )
 
 // TestReversePurgesSessions: the reverse route's purge loop deletes the pass-through

@@ -5,17 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"syscall"
 
 	"github.com/tidwall/gjson"
 
+	"github.com/taskbridge/taskbridge/internal/jsonobj"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/upstream"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
 	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/sep2663"
 	"github.com/taskbridge/taskbridge/store"
-	"github.com/taskbridge/taskbridge/internal/jsonobj"
 )
 
 // errTaskNotFound is the one answer for an unknown, expired or foreign task id: the same
@@ -240,7 +240,7 @@ func (b *Bridge) failCreate(ctx context.Context, rec *record.Task, err error) er
 		rec.Outcome = record.OutcomeFailed
 		rec.Error, _ = json.Marshal(je)
 		rec.StatusMessage = mapping.SanitizeStatusMessage(je.Message)
-	case errors.Is(err, syscall.ECONNREFUSED):
+	case upstream.NeverSent(err):
 		rec.Outcome = record.OutcomeFailed
 		rec.StatusMessage = "The upstream refused the connection; the tool did not run."
 		je = jsonrpc.NewError(jsonrpc.CodeUpstream, upstreamClass(err)).

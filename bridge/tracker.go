@@ -10,6 +10,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/bridge/internal/sessions"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/upstream"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
 	"github.com/taskbridge/taskbridge/record"
@@ -230,11 +231,11 @@ func (t *tracker) poll(upstreamID, sessionID string) {
 // that breaks the protocol (or is about another task), as opposed to not answering: a
 // timeout, a refused connection, a 5xx page from a proxy while the upstream restarts.
 func invalidReply(err error) bool {
-	var ue *sep2663.UpstreamError
+	var ue *upstream.Error
 	if !errors.Is(err, sep2663.ErrInvalidReply) || !errors.As(err, &ue) {
 		return false
 	}
-	return ue.StatusCode == 0 || ue.StatusCode/100 == 2
+	return ue.Status == 0 || ue.Status/100 == 2
 }
 
 // fault counts one invalid tasks/get reply: never adopted into the record, logged,

@@ -6,7 +6,7 @@ import (
 	"net"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
-	"github.com/taskbridge/taskbridge/legacy"
+	"github.com/taskbridge/taskbridge/internal/upstream"
 	"github.com/taskbridge/taskbridge/sep2663"
 )
 
@@ -32,7 +32,7 @@ func (f *upstreamFault) Unwrap() []error { return []error{f.wire, f.cause} }
 // upstreamClass names the class of a transport-level upstream failure.
 func upstreamClass(err error) string {
 	var ne net.Error
-	var ue *sep2663.UpstreamError
+	var ue *upstream.Error
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		return msgUpstreamTimeout
@@ -54,7 +54,7 @@ func classified(err error) error {
 // nil stays nil.
 func upstreamErr(err error) error {
 	var je *jsonrpc.Error
-	var ue *sep2663.UpstreamError
+	var ue *upstream.Error
 	switch {
 	case err == nil:
 		return nil
@@ -71,7 +71,7 @@ func upstreamErr(err error) error {
 // transport failures become CodeUpstream with only their class.
 func reverseUpstreamErr(err error) error {
 	var je *jsonrpc.Error
-	var ue *legacy.UpstreamError
+	var ue *upstream.Error
 	switch {
 	case err == nil:
 		return nil

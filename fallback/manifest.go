@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/upstream"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/sep2663"
 )
@@ -233,9 +234,9 @@ func DiscoverMeansLegacy(err error) bool {
 	if errors.As(err, &je) {
 		return !slices.Contains([]int64{jsonrpc.CodeHeaderMismatch, jsonrpc.CodeMissingCapability, jsonrpc.CodeUnsupportedVersion}, je.Code)
 	}
-	var ue *sep2663.UpstreamError
+	var ue *upstream.Error
 	if errors.As(err, &ue) {
-		switch ue.StatusCode {
+		switch ue.Status {
 		case 400, 404, 405:
 			return true
 		}

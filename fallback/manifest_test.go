@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/upstream"
 	"github.com/taskbridge/taskbridge/sep2663"
 )
 
@@ -92,10 +93,10 @@ func TestDiscoverMeansLegacy(t *testing.T) {
 		{"TS v1 not initialized", jsonrpc.NewError(-32000, "Bad Request: Server not initialized"), true},
 		{"modern header mismatch", jsonrpc.NewError(jsonrpc.CodeHeaderMismatch, "x"), false},
 		{"modern unsupported version", jsonrpc.NewError(jsonrpc.CodeUnsupportedVersion, "x"), false},
-		{"404 without body", &sep2663.UpstreamError{StatusCode: 404, Err: errors.New("no body")}, true},
-		{"405", &sep2663.UpstreamError{StatusCode: 405, Err: errors.New("x")}, true},
-		{"connection refused", &sep2663.UpstreamError{Err: errors.New("connection refused")}, false},
-		{"200 with HTML", &sep2663.UpstreamError{StatusCode: 200, Err: errors.New("not JSON-RPC")}, false},
+		{"404 without body", &upstream.Error{Status: 404, Err: errors.New("no body")}, true},
+		{"405", &upstream.Error{Status: 405, Err: errors.New("x")}, true},
+		{"connection refused", &upstream.Error{Err: errors.New("connection refused")}, false},
+		{"200 with HTML", &upstream.Error{Status: 200, Err: errors.New("not JSON-RPC")}, false},
 	} {
 		if got := DiscoverMeansLegacy(tc.err); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)

@@ -32,6 +32,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/redact"
 	"github.com/taskbridge/taskbridge/internal/sse"
+	"github.com/taskbridge/taskbridge/internal/upstream"
 )
 
 // ErrSessionGone is returned (wrapped) when the upstream answers 404 to a request of an
@@ -146,10 +147,10 @@ func (c *Client) ConnectAs(ctx context.Context, p InitializeParams) (*UpstreamSe
 		return nil, fmt.Errorf("legacy upstream initialize: %w", err)
 	}
 	if err := json.Unmarshal(res, &s.init); err != nil {
-		return nil, &UpstreamError{URL: c.shown, Method: "initialize", Err: fmt.Errorf("bad initialize result: %w", err)}
+		return nil, &upstream.Error{Legacy: true, URL: c.shown, Method: "initialize", Err: fmt.Errorf("bad initialize result: %w", err)}
 	}
 	if !supportedVersion(s.init.ProtocolVersion) {
-		return nil, &UpstreamError{URL: c.shown, Method: "initialize", Err: fmt.Errorf("unsupported protocol version %q", s.init.ProtocolVersion)}
+		return nil, &upstream.Error{Legacy: true, URL: c.shown, Method: "initialize", Err: fmt.Errorf("unsupported protocol version %q", s.init.ProtocolVersion)}
 	}
 	s.initRaw = res
 	s.version = s.init.ProtocolVersion
@@ -175,7 +176,7 @@ func (s *UpstreamSession) InitializeResult() (InitializeResult, json.RawMessage)
 func (s *UpstreamSession) Gone() bool { return s.gone.Load() }
 
 // Call sends one request and returns its result. A JSON-RPC error reply is returned as a
-// *jsonrpc.Error; a transport failure as *UpstreamError (wrapping ErrSessionGone on 404).
+// *jsonrpc.Error; a transport failure as *upstream.Error (wrapping ErrSessionGone on 404).
 // Cancelling ctx closes the response stream and sends notifications/cancelled.
 func (s *UpstreamSession) Call(ctx context.Context, method string, params json.RawMessage, o CallOptions) (json.RawMessage, error) {
 	res, _, err := s.roundTrip(ctx, method, params, o)
@@ -209,27 +210,8 @@ func (s *UpstreamSession) Close(ctx context.Context) error {
 	return nil
 }
 
-// UpstreamError is a transport-level failure talking to the legacy upstream.
-type UpstreamError struct {
-	URL    string
-	Method string
-	Status int // HTTP status, 0 when none was received
-	Err    error
-}
-
-// Error names the upstream URL (redacted) and the method; for logs only (clients are told
-// the class of the failure).
-func (e *UpstreamError) Error() string {
-	if e.Status != 0 {
-		return fmt.Sprintf("legacy upstream %s: %s: HTTP %d: %s", e.URL, e.Method, e.Status, redact.Error(e.Err))
-	}
-	return fmt.Sprintf("legacy upstream %s: %s: %s", e.URL, e.Method, redact.Error(e.Err))
-}
-
-func (e *UpstreamError) Unwrap() error { return e.Err }
-
-func (s *UpstreamSession) upErr(method string, status int, err error) *UpstreamError {
-	return &UpstreamError{URL: s.c.shown, Method: method, Status: status, Err: err}
+func (s *UpstreamSession) upErr(method string, status int, err error) *upstream.Error {
+	return &upstream.Error{Legacy: true, URL: s.c.shown, Method: method, Status: status, Err: err}
 }
 
 func (s *UpstreamSession) headers(h http.Header) {

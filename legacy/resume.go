@@ -81,7 +81,9 @@ func parseEventID(s string) (kind byte, streamID string, seq uint64, ok bool) {
 
 // primingEvent is the first event of a resumable stream: an id and empty data, so the
 // client holds a Last-Event-ID before any message arrives.
-func primingEvent(streamID string) []byte { return sse.AppendEvent(nil, sse.SeqID(streamID, 0), "", nil) }
+func primingEvent(streamID string) []byte {
+	return sse.AppendEvent(nil, sse.SeqID(streamID, 0), "", nil)
+}
 
 func (s *Server) isClosed() bool {
 	s.mu.Lock()

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/taskbridge/taskbridge/internal/jsonobj"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/sep2663"
-	"github.com/taskbridge/taskbridge/internal/jsonobj"
 )
 
 // Observation is what one upstream tasks/get (or notification) says, translated for legacy

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/taskbridge/taskbridge/internal/jsonobj"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/record"
-	"github.com/taskbridge/taskbridge/internal/jsonobj"
 )
 
 // modernOnly are the top-level result fields 2026-07-28 added that a legacy client must not

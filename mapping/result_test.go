@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/taskbridge/taskbridge/internal/jsonobj"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/record"
-	"github.com/taskbridge/taskbridge/internal/jsonobj"
 )
 
 const related = `"io.modelcontextprotocol/related-task":{"taskId":"tb-1"}`

@@ -7,10 +7,10 @@ package mapping
 import (
 	"encoding/json"
 
+	"github.com/taskbridge/taskbridge/internal/jsonobj"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/sep2663"
-	"github.com/taskbridge/taskbridge/internal/jsonobj"
 )
 
 // ServerCapsToModern translates 2025-11-25 ServerCapabilities: the shared keys are

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonobj"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/redact"
+	"github.com/taskbridge/taskbridge/internal/upstream"
 )
 
 // ClientOptions configure a Client.
@@ -44,7 +44,7 @@ type Transport interface {
 	// belong to the request (a subscriptions/listen stream's, by subscriptionId) go to
 	// onMessage (may be nil), in order. When ctx ends first the transport tells the
 	// upstream (notifications/cancelled) and returns ctx.Err(). Other failures are plain
-	// errors; the Client wraps them in *UpstreamError.
+	// errors; the Client wraps them in *upstream.Error.
 	RoundTrip(ctx context.Context, id jsonrpc.ID, body []byte, onMessage func(*jsonrpc.Message)) (result json.RawMessage, rpcErr *jsonrpc.Error, err error)
 	// Send writes a framed notification.
 	Send(ctx context.Context, body []byte) error
@@ -106,49 +106,17 @@ type RequestMeta struct {
 	ClientInfo *Implementation
 }
 
-// UpstreamError is a failure to get a JSON-RPC answer from the upstream: a transport error,
-// a non-2xx status without a JSON-RPC body, a body that is not JSON-RPC, or a stream that
-// ended before the response. JSON-RPC error replies are *jsonrpc.Error instead.
-type UpstreamError struct {
-	URL        string
-	Method     string
-	StatusCode int // the HTTP status, 0 when no response arrived
-	Err        error
-}
-
-// Error names the upstream URL (redacted) and the method, e.g.
-// "upstream http://x/mcp: tools/call: connection refused". It is for logs: clients are
-// told only the class of the failure (see the bridge's upstreamErr).
-func (e *UpstreamError) Error() string {
-	if e.StatusCode != 0 && e.StatusCode/100 != 2 {
-		return fmt.Sprintf("upstream %s: %s: HTTP %d: %s", e.URL, e.Method, e.StatusCode, redact.Error(e.Err))
-	}
-	return fmt.Sprintf("upstream %s: %s: %s", e.URL, e.Method, redact.Error(e.Err))
-}
-
-// Unwrap returns the cause.
-func (e *UpstreamError) Unwrap() error { return e.Err }
-
-// Timeout reports whether the failure was a timeout (a deadline or a network timeout).
-func (e *UpstreamError) Timeout() bool {
-	if errors.Is(e.Err, context.DeadlineExceeded) {
-		return true
-	}
-	var ne net.Error
-	return errors.As(e.Err, &ne) && ne.Timeout()
-}
-
-func (c *Client) upstreamErr(method string, status int, err error) *UpstreamError {
+func (c *Client) upstreamErr(method string, status int, err error) *upstream.Error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		err = ue.Err // the URL is named by UpstreamError itself
+		err = ue.Err // the URL is named by upstream.Error itself
 	}
-	return &UpstreamError{URL: c.shown, Method: method, StatusCode: status, Err: err}
+	return &upstream.Error{URL: c.shown, Method: method, Status: status, Err: err}
 }
 
 // Call sends one request and returns its raw result. See the package documentation for
 // the envelope and headers it adds. A JSON-RPC error reply is returned as *jsonrpc.Error,
-// unchanged; every other failure as *UpstreamError. Notifications on an SSE reply stream go
+// unchanged; every other failure as *upstream.Error. Notifications on an SSE reply stream go
 // to onMessage (may be nil), in order, on the calling goroutine.
 func (c *Client) Call(ctx context.Context, method string, params json.RawMessage, meta RequestMeta,
 	onMessage func(*jsonrpc.Message)) (json.RawMessage, error) {
@@ -357,7 +325,7 @@ func tasksMeta(meta RequestMeta) (RequestMeta, error) {
 	return meta, nil
 }
 
-// invalid builds the UpstreamError for a reply that breaks the protocol.
+// invalid builds the upstream.Error for a reply that breaks the protocol.
 func (c *Client) invalid(method, format string, args ...any) error {
 	return c.upstreamErr(method, 0, fmt.Errorf("%w: "+format, append([]any{ErrInvalidReply}, args...)...))
 }

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/upstream"
 )
 
 func TestMain(m *testing.M) {
@@ -40,16 +41,16 @@ type seen struct {
 	msg    *jsonrpc.Message
 }
 
-// upstream is a fake 2026-07-28 server: it records each POST and lets handle answer it.
-type upstream struct {
+// fakeUpstream is a fake 2026-07-28 server: it records each POST and lets handle answer it.
+type fakeUpstream struct {
 	*httptest.Server
 	mu   sync.Mutex
 	reqs []seen
 }
 
-func newUpstream(t *testing.T, handle func(w http.ResponseWriter, m *jsonrpc.Message)) *upstream {
+func newUpstream(t *testing.T, handle func(w http.ResponseWriter, m *jsonrpc.Message)) *fakeUpstream {
 	t.Helper()
-	u := &upstream{}
+	u := &fakeUpstream{}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		m, err := jsonrpc.Decode(body)
@@ -67,7 +68,7 @@ func newUpstream(t *testing.T, handle func(w http.ResponseWriter, m *jsonrpc.Mes
 	return u
 }
 
-func (u *upstream) last(t *testing.T) seen {
+func (u *fakeUpstream) last(t *testing.T) seen {
 	t.Helper()
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -77,7 +78,7 @@ func (u *upstream) last(t *testing.T) seen {
 	return u.reqs[len(u.reqs)-1]
 }
 
-func (u *upstream) client() *Client { return NewClient(ClientOptions{URL: u.URL + "/mcp"}) }
+func (u *fakeUpstream) client() *Client { return NewClient(ClientOptions{URL: u.URL + "/mcp"}) }
 
 // replyJSON answers m with result (raw JSON) as application/json.
 func replyJSON(w http.ResponseWriter, m *jsonrpc.Message, result string) {
@@ -297,9 +298,9 @@ func TestCallSSEErrors(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			u := newUpstream(t, sseReply(events...))
 			_, err := u.client().Call(context.Background(), "tools/call", json.RawMessage(`{"name":"x"}`), RequestMeta{}, nil)
-			var ue *UpstreamError
-			if !errors.As(err, &ue) || ue.StatusCode != 200 {
-				t.Fatalf("err = %v (%T), want *UpstreamError with status 200", err, err)
+			var ue *upstream.Error
+			if !errors.As(err, &ue) || ue.Status != 200 {
+				t.Fatalf("err = %v (%T), want *upstream.Error with status 200", err, err)
 			}
 		})
 	}
@@ -360,17 +361,17 @@ func TestCallUpstreamErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			u := newUpstream(t, tc.handle)
 			_, err := u.client().Call(context.Background(), "tools/call", json.RawMessage(`{"name":"x"}`), RequestMeta{}, nil)
-			var ue *UpstreamError
+			var ue *upstream.Error
 			if !errors.As(err, &ue) {
-				t.Fatalf("err = %v (%T), want *UpstreamError", err, err)
+				t.Fatalf("err = %v (%T), want *upstream.Error", err, err)
 			}
 			var re *jsonrpc.Error
 			if errors.As(err, &re) {
-				t.Fatalf("UpstreamError wraps a *jsonrpc.Error: %v", err)
+				t.Fatalf("upstream.Error wraps a *jsonrpc.Error: %v", err)
 			}
-			if ue.StatusCode != tc.status || !strings.Contains(err.Error(), tc.msg) ||
+			if ue.Status != tc.status || !strings.Contains(err.Error(), tc.msg) ||
 				!strings.Contains(err.Error(), "upstream "+u.URL+"/mcp: tools/call: ") {
-				t.Fatalf("err = %q status %d, want status %d and %q", err, ue.StatusCode, tc.status, tc.msg)
+				t.Fatalf("err = %q status %d, want status %d and %q", err, ue.Status, tc.status, tc.msg)
 			}
 		})
 	}
@@ -384,8 +385,8 @@ func TestCallConnectionRefused(t *testing.T) {
 	url := "http://" + ln.Addr().String() + "/mcp"
 	ln.Close()
 	_, err = NewClient(ClientOptions{URL: url}).Call(context.Background(), "tools/call", json.RawMessage(`{"name":"x"}`), RequestMeta{}, nil)
-	var ue *UpstreamError
-	if !errors.As(err, &ue) || ue.URL != url || ue.Method != "tools/call" || ue.StatusCode != 0 {
+	var ue *upstream.Error
+	if !errors.As(err, &ue) || ue.URL != url || ue.Method != "tools/call" || ue.Status != 0 {
 		t.Fatalf("err = %#v", err)
 	}
 	want := "upstream " + url + ": tools/call: "
@@ -409,9 +410,9 @@ func TestCallTimeout(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, err := NewClient(ClientOptions{URL: srv.URL}).Call(ctx, "tools/call", json.RawMessage(`{"name":"slow"}`), RequestMeta{}, nil)
-	var ue *UpstreamError
+	var ue *upstream.Error
 	if !errors.As(err, &ue) || !ue.Timeout() || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v, want a timeout UpstreamError", err)
+		t.Fatalf("err = %v, want a timeout upstream.Error", err)
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("Call returned after %v, want about the 100ms deadline", d)
@@ -433,8 +434,8 @@ func TestNotify(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	u = newUpstream(t, replyStatus(500, "", ""))
-	var ue *UpstreamError
-	if err := u.client().Notify(context.Background(), "notifications/x", nil, RequestMeta{}); !errors.As(err, &ue) || ue.StatusCode != 500 {
+	var ue *upstream.Error
+	if err := u.client().Notify(context.Background(), "notifications/x", nil, RequestMeta{}); !errors.As(err, &ue) || ue.Status != 500 {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -503,9 +504,9 @@ func TestCallTool(t *testing.T) {
 			o, err := u.client().CallTool(context.Background(), json.RawMessage(`{"name":"slow_compute","arguments":{"seconds":1}}`),
 				RequestMeta{ClientCapabilities: json.RawMessage(`{"elicitation":{"form":{}}}`)}, nil)
 			if tc.errMsg != "" {
-				var ue *UpstreamError
+				var ue *upstream.Error
 				if !errors.As(err, &ue) || !errors.Is(err, ErrInvalidReply) || !strings.Contains(err.Error(), tc.errMsg) {
-					t.Fatalf("err = %v, want an UpstreamError containing %q", err, tc.errMsg)
+					t.Fatalf("err = %v, want an upstream.Error containing %q", err, tc.errMsg)
 				}
 				return
 			}

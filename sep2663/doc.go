@@ -53,5 +53,5 @@
 // notifications (notifications/progress, notifications/message) before the response.
 // JSON-RPC errors come back unchanged as *jsonrpc.Error (e.g. -32602 for an unknown taskId,
 // -32021 when the tasks extension was not declared); transport failures and nonsense
-// replies come back as *UpstreamError.
+// replies come back as *upstream.Error.
 package sep2663

@@ -30,7 +30,7 @@ type ListenHandlers struct {
 // ListenTasks opens subscriptions/listen with notifications.taskIds and blocks until the
 // stream ends. It returns nil when the server closed it cleanly (the listen response),
 // ctx.Err() when ctx ended, a *jsonrpc.Error when the server refused (e.g. -32601 from an
-// upstream without listen, -32021), and an *UpstreamError otherwise, including a stream
+// upstream without listen, -32021), and an *upstream.Error otherwise, including a stream
 // that dropped without the response. The tasks extension is declared (required with
 // taskIds).
 func (c *Client) ListenTasks(ctx context.Context, taskIDs []string, meta RequestMeta, h ListenHandlers) error {

@@ -24,7 +24,7 @@ import (
 // StdioTransport runs the upstream as a child process and speaks newline-delimited
 // JSON-RPC on its stdin/stdout (2026-07-28 §Transports/stdio). It restarts the child with
 // exponential backoff when it dies; calls in flight at that moment fail with
-// ErrChildExited (the Client wraps it in *UpstreamError), and tasks that lived in the old
+// ErrChildExited (the Client wraps it in *upstream.Error), and tasks that lived in the old
 // child are found lost by the next tasks/get (-32602), which the bridge reports as an
 // unknown outcome. Close shuts the child down the way the spec says: close stdin, wait,
 // SIGTERM, wait, SIGKILL.

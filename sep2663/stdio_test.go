@@ -16,6 +16,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/fixture"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/upstream"
 )
 
 // The test binary re-executes itself as the stdio child: SEP2663_CHILD=fixture serves the
@@ -84,7 +85,7 @@ func TestStdioTransportSpeaksToTheFixture(t *testing.T) {
 	}
 	// A JSON-RPC error reply is returned unchanged, not as a transport failure.
 	_, err = c.GetTask(ctx, "no-such-task", RequestMeta{})
-	var ue *UpstreamError
+	var ue *upstream.Error
 	if err == nil || errors.As(err, &ue) {
 		t.Errorf("unknown task: err %v, want a JSON-RPC error", err)
 	}
@@ -163,9 +164,9 @@ func testListen(t *testing.T, c *Client, cut func()) {
 	cut()
 	select {
 	case err := <-done:
-		var ue *UpstreamError
+		var ue *upstream.Error
 		if !errors.As(err, &ue) {
-			t.Errorf("ListenTasks after a cut = %v, want an UpstreamError (unexpected disconnect)", err)
+			t.Errorf("ListenTasks after a cut = %v, want an upstream.Error (unexpected disconnect)", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("ListenTasks did not return after the stream was cut")

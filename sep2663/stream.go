@@ -31,7 +31,7 @@ var errTooLarge = fmt.Errorf("%w: body or event larger than the size cap", ErrIn
 // text/event-stream, an SSE stream whose notifications go to onMessage (may be nil). It
 // returns the result, or the JSON-RPC error the server sent (rpcErr), or err for anything
 // else (I/O failures, bodies that are not JSON-RPC, a stream without the response). err never
-// holds a *jsonrpc.Error, so the caller can wrap it as an UpstreamError.
+// holds a *jsonrpc.Error, so the caller can wrap it as an upstream.Error.
 func readResponse(contentType string, status int, body io.Reader, id jsonrpc.ID,
 	onMessage func(*jsonrpc.Message)) (result json.RawMessage, rpcErr *jsonrpc.Error, err error) {
 	mt, _, _ := mime.ParseMediaType(contentType)

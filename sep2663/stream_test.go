@@ -44,7 +44,7 @@ func TestReadResponseUnterminatedLastEvent(t *testing.T) {
 
 // FuzzReadResponse checks the reply reader's contract on arbitrary bodies: no panic, and
 // exactly one of result, JSON-RPC error and error, where result is valid JSON and err never
-// hides a *jsonrpc.Error (it becomes an UpstreamError).
+// hides a *jsonrpc.Error (it becomes an upstream.Error).
 func FuzzReadResponse(f *testing.F) {
 	seeds := []struct {
 		sse  bool
