@@ -24,11 +24,6 @@ type GateConfig = gate.Config
 // NewGate returns a work gate.
 func NewGate(c GateConfig) *Gate { return gate.New(c) }
 
-// CodeTasksRefused is taskbridge's JSON-RPC code (implementation range) for "the operator
-// stopped new task creation here": the kill switch or the sunset. error.data.reason says
-// which; retrying the same request on this bridge will not help.
-const CodeTasksRefused = gate.CodeTasksRefused
-
 // SunsetReplacement names what legacy clients should move to, in the sunset error.
 const SunsetReplacement = gate.SunsetReplacement
 

@@ -9,7 +9,6 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/taskbridge/taskbridge/bridge"
 	"github.com/taskbridge/taskbridge/internal/fixture"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/metrics"
@@ -40,8 +39,8 @@ func TestSunsetRefusesNewTasksServesExisting(t *testing.T) {
 	clock.Store(sunset.Add(10 * time.Minute).UnixNano()) // the day of the sunset, after midnight UTC
 	err := callErr(t, c, "tools/call", raw(taskCall))
 	var je *jsonrpc.Error
-	if !errors.As(err, &je) || je.Code != bridge.CodeTasksRefused {
-		t.Fatalf("new task after the sunset: err = %v, want code %d", err, bridge.CodeTasksRefused)
+	if !errors.As(err, &je) || je.Code != jsonrpc.CodeTasksRefused {
+		t.Fatalf("new task after the sunset: err = %v, want code %d", err, jsonrpc.CodeTasksRefused)
 	}
 	for _, want := range []string{"retired on 2027-07-28", "io.modelcontextprotocol/tasks", "2026-07-28", "existing tasks are served until their ttl"} {
 		if !strings.Contains(je.Message, want) {
@@ -103,7 +102,7 @@ func TestKillSwitchAndDrainRefuseOnlyNewTasks(t *testing.T) {
 	k := newEnv(t, func(c *envConfig, _ *fixture.Options) { c.Policy.KillSwitch = true })
 	kc := k.client()
 	err = callErr(t, kc, "tools/call", raw(taskCall))
-	if !errors.As(err, &je) || je.Code != bridge.CodeTasksRefused || !strings.Contains(je.Message, "kill switch") {
+	if !errors.As(err, &je) || je.Code != jsonrpc.CodeTasksRefused || !strings.Contains(je.Message, "kill switch") {
 		t.Fatalf("kill switch: err = %v", err)
 	}
 	if txt := call(t, kc, "tools/call", raw(`{"name":"greet","arguments":{"name":"x"}}`)).Get("content.0.text").Str; txt == "" {

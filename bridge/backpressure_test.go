@@ -37,7 +37,7 @@ func slowCreates(h http.Handler, d time.Duration) http.Handler {
 
 // TestBackpressure (design §9): with max_upstream_inflight N, 10×N simultaneous task
 // creates against an upstream that takes 10 s to answer a create give N upstream
-// executions and 9×N "overloaded, retry after" refusals (-32002, data.retryAfterMs), each
+// executions and 9×N "overloaded, retry after" refusals (-32011, data.retryAfterMs), each
 // back before any admitted create has been answered; the store holds exactly the N
 // admitted tasks and no record with an unknown outcome.
 func TestBackpressure(t *testing.T) {

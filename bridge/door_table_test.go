@@ -236,12 +236,12 @@ func ctx20(t *testing.T) context.Context {
 }
 
 // checkKillSwitch: the kill switch, turned on at runtime (Gate.SetPolicy), refuses every
-// new task with -32003 kill_switch before the upstream starts one; other requests work.
+// new task with -32012 kill_switch before the upstream starts one; other requests work.
 func checkKillSwitch(t *testing.T, row doorRow, _ *refusals) {
 	h := row.harness(t, tableOpts{})
 	c := dialOK(t, row, h, aliceKey)
 	h.gate.SetPolicy(bridge.Policy{KillSwitch: true})
-	wantRefusal(t, c.startTask(ctx20(t)), bridge.CodeTasksRefused, "kill_switch")
+	wantRefusal(t, c.startTask(ctx20(t)), jsonrpc.CodeTasksRefused, "kill_switch")
 	if n := h.upTasks(); n != 0 {
 		t.Errorf("the upstream started %d tasks with the kill switch on", n)
 	}
@@ -250,7 +250,7 @@ func checkKillSwitch(t *testing.T, row doorRow, _ *refusals) {
 	}
 }
 
-// checkDrain: while draining, a new task is refused with -32002 draining (retryable
+// checkDrain: while draining, a new task is refused with -32011 draining (retryable
 // elsewhere) before the upstream starts one.
 func checkDrain(t *testing.T, row doorRow, _ *refusals) {
 	h := row.harness(t, tableOpts{})
@@ -263,7 +263,7 @@ func checkDrain(t *testing.T, row doorRow, _ *refusals) {
 }
 
 // checkRateLimit: with a burst of 6 and (practically) no refill, a client is refused within
-// a few requests with -32002 request_rate and retryAfterMs; another principal is not.
+// a few requests with -32011 request_rate and retryAfterMs; another principal is not.
 func checkRateLimit(t *testing.T, row doorRow, _ *refusals) {
 	h := row.harness(t, tableOpts{rate: 0.001, burst: 6})
 	c := dialOK(t, row, h, aliceKey)
@@ -284,7 +284,7 @@ func checkRateLimit(t *testing.T, row doorRow, _ *refusals) {
 }
 
 // checkConcurrencyCap: with max_concurrent_tasks 1 a principal's second unfinished task is
-// refused with -32002 max_concurrent_tasks; the upstream started only the first; another
+// refused with -32011 max_concurrent_tasks; the upstream started only the first; another
 // principal has a cap of its own.
 func checkConcurrencyCap(t *testing.T, row doorRow, _ *refusals) {
 	h := row.harness(t, tableOpts{policy: bridge.Policy{MaxConcurrentTasks: 1}})

@@ -230,7 +230,7 @@ func TestDoorRateLimitAnswer(t *testing.T) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	r := gjson.ParseBytes(b)
-	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || r.Get("error.code").Int() != -32002 ||
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || r.Get("error.code").Int() != -32011 ||
 		r.Get("error.data.retryAfterMs").Int() <= 0 || r.Get("error.data.reason").Str != "request_rate" || r.Get("id").Type != gjson.Null {
 		t.Fatalf("rate-limited: %d Retry-After %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), b)
 	}

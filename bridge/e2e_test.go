@@ -369,6 +369,6 @@ func TestSlowUpstreamIsAClearError(t *testing.T) {
 	err := callErr(t, c, "tools/call", raw(`{"name":"slow_compute","arguments":{"seconds":5}}`))
 	je := asRPC(t, err)
 	if je.Code != jsonrpc.CodeUpstream || je.Message != "upstream timed out" || contains(je.Message, "127.0.0.1") {
-		t.Errorf("slow upstream: %v, want -32001 \"upstream timed out\" without the upstream's address", err)
+		t.Errorf("slow upstream: %v, want -32010 \"upstream timed out\" without the upstream's address", err)
 	}
 }

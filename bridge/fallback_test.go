@@ -122,8 +122,8 @@ func TestHostRefusalIsClearAndQuick(t *testing.T) {
 	c := e.client()
 	err := callErr(t, c, "tools/call", raw(`{"name":"confirm_delete","arguments":{"filename":"a.txt"},"task":{}}`))
 	je := rpcErr(t, err)
-	if je.Code != fallback.CodeTaskUnavailable {
-		t.Errorf("code %d, want %d", je.Code, fallback.CodeTaskUnavailable)
+	if je.Code != jsonrpc.CodeTaskUnavailable {
+		t.Errorf("code %d, want %d", je.Code, jsonrpc.CodeTaskUnavailable)
 	}
 	for _, s := range []string{"io.modelcontextprotocol/tasks", "without params.task"} {
 		if !strings.Contains(je.Message, s) {
@@ -153,8 +153,8 @@ func TestHostPolicy(t *testing.T) {
 		args string
 		code int64 // 0: hosted
 	}{
-		{"deny-list", func(c *bridge.Config) { c.HostDeny = []string{"slow_compute"} }, "slow_compute", `{"seconds":0}`, fallback.CodeTaskUnavailable},
-		{"no hosting", func(c *bridge.Config) { c.NoHosting = true }, "greet", `{}`, fallback.CodeTaskUnavailable},
+		{"deny-list", func(c *bridge.Config) { c.HostDeny = []string{"slow_compute"} }, "slow_compute", `{"seconds":0}`, jsonrpc.CodeTaskUnavailable},
+		{"no hosting", func(c *bridge.Config) { c.NoHosting = true }, "greet", `{}`, jsonrpc.CodeTaskUnavailable},
 		{"allow-list", func(c *bridge.Config) { c.HostAllow = []string{"failing_job"} }, "failing_job", `{"seconds":0}`, 0},
 		{"override forbidden", func(c *bridge.Config) { c.ToolTaskSupport = map[string]string{"greet": "forbidden"} }, "greet", `{}`, jsonrpc.CodeMethodNotFound},
 	} {
@@ -269,7 +269,7 @@ func TestHostOverloadIsAClearError(t *testing.T) {
 	}
 	je := rpcErr(t, callErr(t, c, "tools/call", raw(`{"name":"slow_compute","arguments":{"seconds":1},"task":{}}`)))
 	if je.Code != jsonrpc.CodeOverloaded || !strings.Contains(string(je.Data), `"retryable":true`) {
-		t.Errorf("17th hosted call: %d %s %s, want -32002 retryable", je.Code, je.Message, je.Data)
+		t.Errorf("17th hosted call: %d %s %s, want -32011 retryable", je.Code, je.Message, je.Data)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/taskbridge/taskbridge/fallback"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/redact"
 	"github.com/taskbridge/taskbridge/internal/upstream"
@@ -310,7 +309,7 @@ func (b *Bridge) hostedError(r *record.Task, ctx context.Context, err error) {
 func hostedInputRequired(r *record.Task) {
 	r.Status, r.Outcome = record.StatusFailed, record.OutcomeFailed
 	r.StatusMessage = "The tool asked for input, which a bridge-hosted task cannot relay; the tool did not run. Call it without params.task."
-	r.Error = mustJSON(jsonrpc.NewError(fallback.CodeTaskUnavailable, r.StatusMessage).
+	r.Error = mustJSON(jsonrpc.NewError(jsonrpc.CodeTaskUnavailable, r.StatusMessage).
 		WithData(map[string]any{"retryable": false, "outcome": "failed", "retryWithoutTask": true}))
 }
 

@@ -25,12 +25,12 @@ const maxMRTRRounds = 8
 // errInputTimeout is the answer to a call whose pre-task input request (an MRTR round) the
 // client never answered: the upstream asked before starting anything, so the tool did not
 // run, and the caller may retry.
-var errInputTimeout = jsonrpc.NewError(CodeInputTimeout, "the tool asked for input before it started and no answer came in time; the tool did not run")
+var errInputTimeout = jsonrpc.NewError(jsonrpc.CodeInputTimeout, "the tool asked for input before it started and no answer came in time; the tool did not run")
 
 // notStarted reports whether err is errInputTimeout (however wrapped).
 func notStarted(err error) bool {
 	var je *jsonrpc.Error
-	return errors.As(err, &je) && je.Code == CodeInputTimeout
+	return errors.As(err, &je) && je.Code == jsonrpc.CodeInputTimeout
 }
 
 // callTool calls the upstream tool, relaying MRTR input rounds (resultType

@@ -9,7 +9,6 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/taskbridge/taskbridge/bridge"
 	"github.com/taskbridge/taskbridge/internal/fixture"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/legacyclient"
@@ -309,7 +308,7 @@ func TestInputTimeoutReleasesStream(t *testing.T) {
 	}
 	tid := call(t, c, "tools/call", raw(`{"name":"confirm_delete","arguments":{"filename":"t.txt"},"task":{}}`)).Get("task.taskId").Str
 	err := callErr(t, c, "tasks/result", id(tid))
-	if je := asRPC(t, err); je.Code != bridge.CodeInputTimeout {
+	if je := asRPC(t, err); je.Code != jsonrpc.CodeInputTimeout {
 		t.Fatalf("tasks/result = %v, want the input timeout error", err)
 	}
 	if st := call(t, c, "tasks/get", id(tid)).Get("status").Str; st != "input_required" {

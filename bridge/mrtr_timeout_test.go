@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskbridge/taskbridge/bridge"
 	"github.com/taskbridge/taskbridge/internal/fixture"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/legacyclient"
@@ -36,7 +35,7 @@ func TestUnansweredMRTRDidNotRun(t *testing.T) {
 		Retryable bool   `json:"retryable"`
 	}
 	_ = json.Unmarshal(je.Data, &data)
-	if je.Code != bridge.CodeInputTimeout || data.Outcome != "failed" || !data.Retryable {
+	if je.Code != jsonrpc.CodeInputTimeout || data.Outcome != "failed" || !data.Retryable {
 		t.Fatalf("unanswered MRTR round: %v data %s, want the input timeout with outcome failed, retryable", err, je.Data)
 	}
 	<-reqs // the question that went unanswered

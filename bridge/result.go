@@ -12,10 +12,6 @@ import (
 	"github.com/taskbridge/taskbridge/record"
 )
 
-// CodeInputTimeout is taskbridge's code for "an input request went unanswered for too long";
-// the task stays input_required and tasks/result may be called again.
-const CodeInputTimeout = -32006
-
 // resultStream is a blocked tasks/result call on this process: the stream input requests
 // for its task are delivered on. mu guards delivered.
 type resultStream struct {
@@ -58,7 +54,7 @@ func (b *Bridge) tasksResult(ctx context.Context, sess *legacy.Session, req *jso
 			return b.payload(&cur)
 		}
 		if rs.overdue(b.cfg.InputTimeout) {
-			return nil, jsonrpc.NewError(CodeInputTimeout,
+			return nil, jsonrpc.NewError(jsonrpc.CodeInputTimeout,
 				"input request unanswered for "+b.cfg.InputTimeout.String()+"; the task is still input_required: call tasks/result again to continue").
 				WithData(map[string]any{"taskId": cur.ID, "retryable": true})
 		}

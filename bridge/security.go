@@ -70,10 +70,6 @@ func idempotencyKey(ctx context.Context, req *jsonrpc.Message) (string, error) {
 	return k, nil
 }
 
-// CodeOutcomeUnknown answers a retry whose idempotency key names an earlier call whose
-// outcome is unknown (it may have run): refused until an operator reconciles it.
-const CodeOutcomeUnknown = -32004
-
 // replay answers a tools/call whose idempotency key (or request id) names an existing task.
 func (b *Bridge) replay(prev *record.Task, tool, hash string) ([]byte, error) {
 	if prev.Tool != tool || prev.ArgsHash != hash {
@@ -85,7 +81,7 @@ func (b *Bridge) replay(prev *record.Task, tool, hash string) ([]byte, error) {
 		return nil, jsonrpc.NewError(jsonrpc.CodeOverloaded, "a call with this idempotency key is still starting; retry shortly").
 			WithData(map[string]any{"taskId": prev.ID, "retryable": true})
 	case prev.UpstreamTaskID == "" && prev.Outcome == record.OutcomeUnknown:
-		return nil, jsonrpc.NewError(CodeOutcomeUnknown,
+		return nil, jsonrpc.NewError(jsonrpc.CodeOutcomeUnknown,
 			"the earlier call with this idempotency key may or may not have run (outcome unknown); it is not re-executed until an operator reconciles task "+prev.ID).
 			WithData(map[string]any{"taskId": prev.ID, "retryable": false, "outcome": "unknown"})
 	}

@@ -442,7 +442,7 @@ func TestUnknownIntentBlocksRetry(t *testing.T) {
 	alice.Header.Set("Idempotency-Key", "pay-1")
 	params := map[string]any{"name": "slow_compute", "arguments": raw(`{"seconds":0}`), "task": map[string]any{}}
 	err := callErr(t, alice, "tools/call", params)
-	if je := jsonErr(t, err); je.Code != bridge.CodeOutcomeUnknown || gjson.GetBytes(je.Data, "outcome").Str != "unknown" {
+	if je := jsonErr(t, err); je.Code != jsonrpc.CodeOutcomeUnknown || gjson.GetBytes(je.Data, "outcome").Str != "unknown" {
 		t.Fatalf("retry of an unknown intent: %v %s", err, je.Data)
 	}
 	if s := call(t, alice, "tasks/get", id(intent.ID)); s.Get("status").Str != "failed" || !strings.Contains(s.Get("statusMessage").Str, "unknown") {

@@ -8,12 +8,6 @@ import (
 	"github.com/taskbridge/taskbridge/sep2663"
 )
 
-// CodeTaskUnavailable is taskbridge's JSON-RPC code (implementation range -32000..-32019)
-// for "this call cannot run as a task here": the upstream has no task support and the tool
-// may not run as a bridge-hosted task. A refusal because the tool's own mode forbids tasks
-// uses -32601 instead, as 2025-11-25's tool-level rules say.
-const CodeTaskUnavailable = -32005
-
 // Kind is the route of one call.
 type Kind string
 
@@ -234,7 +228,7 @@ func unavailable(u UpstreamManifest, t ToolInfo, why string) Decision {
 	default:
 		notHost = "only tools annotated readOnlyHint or idempotentHint (or on the operator's allow-list) may run as bridge-hosted tasks"
 	}
-	return refuse(why, jsonrpc.NewError(CodeTaskUnavailable,
+	return refuse(why, jsonrpc.NewError(jsonrpc.CodeTaskUnavailable,
 		fmt.Sprintf("Tool %q cannot run as a task: the upstream is %s, and %s. Call it without params.task to run it synchronously.", t.Name, server, notHost)).
 		WithData(map[string]any{"reason": why, "tool": t.Name, "missingCapability": missing, "retryWithoutTask": true}))
 }

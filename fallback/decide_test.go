@@ -15,24 +15,24 @@ import (
 // clients/upstreams: L+ = 2025-11-25 (tasks), L- = older legacy (no tasks) or a legacy
 // server without tasks.requests.tools.call, M+ = 2026-07-28 with the tasks extension,
 // M- = 2026-07-28 without it. Cells: translate, host, collapse, pass (passthrough),
-// 32601 (refuse with -32601), 32005 (refuse with CodeTaskUnavailable).
+// 32601 (refuse with -32601), 32014 (refuse with jsonrpc.CodeTaskUnavailable).
 const matrix = `
 L+ M+ forbidden | host pass 32601 pass
 L+ M+ optional  | translate collapse translate collapse
 L+ M+ required  | translate collapse translate collapse
 L+ M+ unknown   | translate collapse translate collapse
-L+ M- forbidden | host pass 32005 pass
-L+ M- optional  | host pass 32005 pass
-L+ M- required  | host pass 32005 pass
-L+ M- unknown   | host pass 32005 pass
+L+ M- forbidden | host pass 32014 pass
+L+ M- optional  | host pass 32014 pass
+L+ M- required  | host pass 32014 pass
+L+ M- unknown   | host pass 32014 pass
 L+ L+ forbidden | host pass 32601 pass
 L+ L+ optional  | pass pass pass pass
 L+ L+ required  | pass pass pass pass
 L+ L+ unknown   | host pass 32601 pass
-L+ L- forbidden | host pass 32005 pass
-L+ L- optional  | host pass 32005 pass
-L+ L- required  | host pass 32005 pass
-L+ L- unknown   | host pass 32005 pass
+L+ L- forbidden | host pass 32014 pass
+L+ L- optional  | host pass 32014 pass
+L+ L- required  | host pass 32014 pass
+L+ L- unknown   | host pass 32014 pass
 
 L- M+ forbidden | pass pass pass pass
 L- M+ optional  | collapse collapse collapse collapse
@@ -190,8 +190,8 @@ func TestDecideUnavailableNamesCapability(t *testing.T) {
 		missing string
 	}{{"M-", "io.modelcontextprotocol/tasks"}, {"L-", "tasks.requests.tools.call"}} {
 		d := Decide(c, upstreamOf(t, tc.up), tool, Request{Task: true})
-		if d.Err == nil || d.Err.Code != CodeTaskUnavailable {
-			t.Fatalf("%s: %+v, want a refusal with %d", tc.up, d, CodeTaskUnavailable)
+		if d.Err == nil || d.Err.Code != jsonrpc.CodeTaskUnavailable {
+			t.Fatalf("%s: %+v, want a refusal with %d", tc.up, d, jsonrpc.CodeTaskUnavailable)
 		}
 		if !strings.Contains(d.Err.Message, tc.missing) || !strings.Contains(string(d.Err.Data), `"missingCapability":"`+tc.missing+`"`) {
 			t.Errorf("%s: error %s / %s does not name %s", tc.up, d.Err.Message, d.Err.Data, tc.missing)
@@ -227,8 +227,8 @@ func TestDecidePolicy(t *testing.T) {
 		if d.Kind != tc.kind || d.Reason != tc.reason {
 			t.Errorf("%s: %s/%s, want %s/%s", tc.name, d.Kind, d.Reason, tc.kind, tc.reason)
 		}
-		if d.Kind == Refuse && d.Err.Code != CodeTaskUnavailable {
-			t.Errorf("%s: code %d, want %d", tc.name, d.Err.Code, CodeTaskUnavailable)
+		if d.Kind == Refuse && d.Err.Code != jsonrpc.CodeTaskUnavailable {
+			t.Errorf("%s: code %d, want %d", tc.name, d.Err.Code, jsonrpc.CodeTaskUnavailable)
 		}
 	}
 }

@@ -17,7 +17,7 @@
 //	upstream can make a task for the tool           → translate (2026-07-28) | passthrough (legacy)
 //	tool eligible for a bridge-hosted task          → host
 //	tool mode forbidden (or absent on a legacy upstream) → refuse -32601
-//	otherwise                                       → refuse CodeTaskUnavailable
+//	otherwise                                       → refuse jsonrpc.CodeTaskUnavailable
 //
 // Without params.task, or for a client that cannot hold tasks: collapse when the upstream
 // may (or must) answer with a task, passthrough otherwise.

@@ -15,9 +15,9 @@ import (
 	"github.com/taskbridge/taskbridge/internal/fixture"
 )
 
-// fallbackCodeTaskUnavailable is fallback.CodeTaskUnavailable, spelled out: the wire value
+// fallbackCodeTaskUnavailable is jsonrpc.CodeTaskUnavailable, spelled out: the wire value
 // is what clients see.
-const fallbackCodeTaskUnavailable = -32005
+const fallbackCodeTaskUnavailable = -32014
 
 // newNoTasksEnv is the bridge in front of the fixture without the tasks extension.
 func newNoTasksEnv(t *testing.T) *env {

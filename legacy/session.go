@@ -40,7 +40,7 @@ const maxSessionIDLen = 128
 // recognise it and re-initialize.
 var (
 	errSessionRequired = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Bad Request: Mcp-Session-Id header is required")
-	errSessionNotFound = jsonrpc.NewError(-32001, "Session not found")
+	errSessionNotFound = jsonrpc.NewError(jsonrpc.CodeSessionNotFound, "Session not found")
 	errInitWithSession = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Bad Request: initialize must not carry Mcp-Session-Id")
 	errBadVersion      = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version")
 )

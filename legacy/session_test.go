@@ -130,7 +130,7 @@ func TestInitializeHandlerErrorStoresNothing(t *testing.T) {
 	if h := resp.Header.Get("Mcp-Session-Id"); h != "" {
 		t.Errorf("Mcp-Session-Id %q on a failed initialize", h)
 	}
-	if want := `{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"upstream unreachable"}}`; body != want {
+	if want := `{"jsonrpc":"2.0","id":1,"error":{"code":-32010,"message":"upstream unreachable"}}`; body != want {
 		t.Errorf("body %s, want %s", body, want)
 	}
 	e.st.mu.Lock()

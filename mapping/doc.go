@@ -51,7 +51,7 @@
 //     is written once, at the place of its last duplicate; untouched duplicates stay.
 //   - ErrorForLegacy adds retryable/outcome (design §9) when data is absent, and also into an
 //     object data that lacks them; it never overwrites a key and leaves non-object data alone.
-//   - LostTask's error code is -32001 (jsonrpc.CodeUpstream, "the upstream answered
+//   - LostTask's error code is -32010 (jsonrpc.CodeUpstream, "the upstream answered
 //     nonsense"), message "the upstream server no longer knows this task; its outcome is
 //     unknown".
 //   - CanTransition: a terminal status may not "change" even to itself (a terminal record is

@@ -156,7 +156,7 @@ type errorData struct {
 
 // LostTask is the observation for a task the upstream no longer knows (-32602 on a
 // non-terminal task): status failed, statusMessage says the outcome is unknown, Outcome
-// unknown, and an Error (-32001, taskbridge's upstream code) with data
+// unknown, and an Error (-32010, taskbridge's upstream code) with data
 // {retryable:false, outcome:"unknown"}: an unknown outcome is never retried automatically.
 func LostTask() Observation {
 	e, _ := json.Marshal(jsonrpc.NewError(jsonrpc.CodeUpstream, msgLost).

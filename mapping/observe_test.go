@@ -158,7 +158,7 @@ func TestLostTask(t *testing.T) {
 	if o.Status != record.StatusFailed || o.Outcome != record.OutcomeUnknown || !strings.Contains(o.StatusMessage, "unknown") {
 		t.Fatalf("LostTask = %s", dump(o))
 	}
-	want := `{"code":-32001,"message":"the upstream server no longer knows this task; its outcome is unknown","data":{"retryable":false,"outcome":"unknown"}}`
+	want := `{"code":-32010,"message":"the upstream server no longer knows this task; its outcome is unknown","data":{"retryable":false,"outcome":"unknown"}}`
 	if string(o.Error) != want {
 		t.Fatalf("error %s\nwant  %s", o.Error, want)
 	}

@@ -317,8 +317,8 @@ func (e *faultEnv) pointA(round int, kill func(), reconcileStore string) {
 		defer cancel()
 		_, err := e.c.Call(ctx, "tools/call", params)
 		var je *jsonrpc.Error
-		if !errors.As(err, &je) || je.Code != -32004 {
-			t.Fatalf("(a) retry %s: %v, want error -32004 (outcome unknown, not re-executed)", when, err)
+		if !errors.As(err, &je) || je.Code != -32013 {
+			t.Fatalf("(a) retry %s: %v, want error -32013 (outcome unknown, not re-executed)", when, err)
 		}
 		var data struct {
 			TaskID  string `json:"taskId"`

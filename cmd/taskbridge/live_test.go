@@ -46,7 +46,7 @@ func postJSON(t *testing.T, url string) (int, string) {
 }
 
 // TestReloadOnSIGHUP (acceptance 3): on a running serve, SIGHUP re-reads the file; the
-// kill switch turns on (a new task is refused with -32003, the gauge says 1) and, by POST
+// kill switch turns on (a new task is refused with -32012, the gauge says 1) and, by POST
 // /admin/reload, off again (a new task is accepted); the access log and the level change
 // at once; the result is logged with what changed and what needs a restart; a file that
 // does not validate changes nothing (the kill switch stays on) and the log says why. A
@@ -113,7 +113,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 		defer cancel()
 		_, err := c.Call(ctx, "tools/call", json.RawMessage(`{"name":"slow_compute","arguments":{"seconds":1,"label":"ks"},"task":{}}`))
 		var je *jsonrpc.Error
-		refused := errors.As(err, &je) && je.Code == -32003 && gjson.Get(string(je.Data), "reason").Str == "kill_switch"
+		refused := errors.As(err, &je) && je.Code == jsonrpc.CodeTasksRefused && gjson.Get(string(je.Data), "reason").Str == "kill_switch"
 		if refused != want || (!want && err != nil) {
 			t.Fatalf("a new task with the kill switch %v: err = %v", map[bool]string{true: "on", false: "off"}[want], err)
 		}

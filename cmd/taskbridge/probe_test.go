@@ -118,7 +118,7 @@ func TestProbeManifests(t *testing.T) {
 		t.Errorf("unexpected string code %q", got)
 	}
 	for _, d := range nt.Get("decisions").Array() {
-		if d.Get("tool").Str == "confirm_delete" && d.Get("client-2025-11-25.task.error.code").Int() != -32005 {
+		if d.Get("tool").Str == "confirm_delete" && d.Get("client-2025-11-25.task.error.code").Int() != -32014 {
 			t.Errorf("no-tasks confirm_delete legacy task: %s", d.Raw)
 		}
 	}
@@ -175,7 +175,7 @@ func TestProbeHumanReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := stdout.String()
-	for _, s := range []string{"era             2026-07-28", "tasks           false", "slow_compute", "refuse (-32005 upstream-no-tasks-host-denied)", "host (host-readonly-hint)", "HINTS"} {
+	for _, s := range []string{"era             2026-07-28", "tasks           false", "slow_compute", "refuse (-32014 upstream-no-tasks-host-denied)", "host (host-readonly-hint)", "HINTS"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("--wide report lacks %q:\n%s", s, out)
 		}
@@ -185,7 +185,7 @@ func TestProbeHumanReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	out = stdout.String()
-	for _, s := range []string{"TOOL", "2025-11-25 TASK", "refuse (-32005)", "--wide adds"} {
+	for _, s := range []string{"TOOL", "2025-11-25 TASK", "refuse (-32014)", "--wide adds"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("compact report lacks %q:\n%s", s, out)
 		}

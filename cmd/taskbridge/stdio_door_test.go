@@ -87,7 +87,7 @@ func (p *stdioProc) initialize() {
 
 // TestStdioThroughTheDoor: "taskbridge stdio" passes the same chain as HTTP. Its session
 // runs as stdio_principal (the task record is owned by that principal), the kill switch
-// refuses a new task with -32003, and the rate limit refuses with -32002 request_rate and
+// refuses a new task with -32012, and the rate limit refuses with -32011 request_rate and
 // retryAfterMs, all from configuration keys given as flags.
 func TestStdioThroughTheDoor(t *testing.T) {
 	fx := fixture.New(fixture.Options{Scale: 0.1})
@@ -118,7 +118,7 @@ func TestStdioThroughTheDoor(t *testing.T) {
 	q := startStdio(t, bin, "--upstream", up.URL+"/mcp", "--kill-switch", "--request-rate", "0.001", "--request-burst", "4")
 	q.initialize() // initialize and initialized take two tokens
 	r = q.call("tools/call", `{"name":"slow_compute","arguments":{"seconds":0},"task":{}}`)
-	if r.Get("error.code").Int() != -32003 || r.Get("error.data.reason").Str != "kill_switch" {
+	if r.Get("error.code").Int() != -32012 || r.Get("error.data.reason").Str != "kill_switch" {
 		t.Fatalf("task with the kill switch on: %s", r.Raw)
 	}
 	for range 5 {
@@ -126,7 +126,7 @@ func TestStdioThroughTheDoor(t *testing.T) {
 			break
 		}
 	}
-	if r.Get("error.code").Int() != -32002 || r.Get("error.data.reason").Str != "request_rate" || r.Get("error.data.retryAfterMs").Int() <= 0 {
+	if r.Get("error.code").Int() != -32011 || r.Get("error.data.reason").Str != "request_rate" || r.Get("error.data.retryAfterMs").Int() <= 0 {
 		t.Fatalf("past the burst: %s", r.Raw)
 	}
 }

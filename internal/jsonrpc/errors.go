@@ -6,23 +6,6 @@ import (
 	"fmt"
 )
 
-// Standard JSON-RPC codes and the codes MCP 2026-07-28 reserves.
-const (
-	CodeParseError         = -32700
-	CodeInvalidRequest     = -32600
-	CodeMethodNotFound     = -32601
-	CodeInvalidParams      = -32602
-	CodeInternalError      = -32603
-	CodeHeaderMismatch     = -32020 // 2026-07-28: header/body mismatch (HTTP 400)
-	CodeMissingCapability  = -32021 // 2026-07-28: missing required client capability (HTTP 400)
-	CodeUnsupportedVersion = -32022 // 2026-07-28: unsupported protocol version (HTTP 400)
-	// CodeUpstream is taskbridge's own code (the implementation range -32000..-32019) for
-	// "the upstream server could not be reached or answered nonsense".
-	CodeUpstream = -32001
-	// CodeOverloaded is taskbridge's code for "too many in-flight calls, retry later".
-	CodeOverloaded = -32002
-)
-
 // Error is a JSON-RPC error object. It is also a Go error, so coded errors travel through
 // ordinary error returns and are mapped to the wire in one place (AsError).
 type Error struct {
@@ -37,10 +20,12 @@ func NewError(code int64, msg string) *Error { return &Error{Code: code, Message
 // Error implements error.
 func (e *Error) Error() string { return fmt.Sprintf("jsonrpc error %d: %s", e.Code, e.Message) }
 
-// Is makes errors.Is match on the code and message of sentinel values.
+// Is makes errors.Is match by code: errors.Is(err, ErrOverloaded) holds for every error
+// with that code, whatever its message and data. Clients tell errors apart by code and
+// data.reason, never by message, and so does taskbridge.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	return ok && t.Code == e.Code && t.Message == e.Message
+	return ok && t.Code == e.Code
 }
 
 // Wrapf returns a copy of e whose message gains ": detail".
@@ -59,7 +44,7 @@ func (e *Error) WithData(data any) *Error {
 	return &c
 }
 
-// Sentinel errors. Compare with errors.Is only where the message is fixed.
+// Sentinel errors of the standard codes (errors.Is matches by code).
 var (
 	ErrParse          = NewError(CodeParseError, "Parse error")
 	ErrInvalidRequest = NewError(CodeInvalidRequest, "Invalid Request")

@@ -32,11 +32,6 @@ import (
 	"github.com/taskbridge/taskbridge/internal/metrics"
 )
 
-// CodeTasksRefused is taskbridge's JSON-RPC code (implementation range) for "the operator
-// stopped new task creation here": the kill switch or the sunset. error.data.reason says
-// which; retrying the same request on this bridge will not help.
-const CodeTasksRefused = -32003
-
 // SunsetReplacement names what legacy clients should move to, in the sunset error.
 const SunsetReplacement = "the io.modelcontextprotocol/tasks extension of MCP 2026-07-28"
 
@@ -128,9 +123,9 @@ type Task struct {
 }
 
 // Admit decides whether a new task may start: nil, or the coded refusal to send back.
-// Order: the kill switch and the sunset are permanent refusals here (-32003, not
-// retryable); a drain is temporary for the fleet (-32002, retryable on another replica);
-// the concurrency cap is the caller's own (-32002, retryable once a task ends).
+// Order: the kill switch and the sunset are permanent refusals here (-32012, not
+// retryable); a drain is temporary for the fleet (-32011, retryable on another replica);
+// the concurrency cap is the caller's own (-32011, retryable once a task ends).
 func (g *Gate) Admit(ctx context.Context, t Task) error {
 	p := g.policy.Load()
 	switch {
@@ -185,7 +180,7 @@ func (g *Gate) refuse(reason string, err *jsonrpc.Error) error {
 // code and reason, never by message.
 var (
 	// ErrKillSwitch: the operator stopped all new task creation.
-	ErrKillSwitch = jsonrpc.NewError(CodeTasksRefused,
+	ErrKillSwitch = jsonrpc.NewError(jsonrpc.CodeTasksRefused,
 		"taskbridge is not accepting new tasks (kill switch is on); existing tasks are still served; call the tool without a task").
 		WithData(map[string]any{"reason": "kill_switch", "retryable": false})
 	// ErrDraining: this replica is shutting down.
@@ -196,7 +191,7 @@ var (
 
 func sunsetError(sunset time.Time) *jsonrpc.Error {
 	day := sunset.UTC().Format(time.DateOnly)
-	return jsonrpc.NewError(CodeTasksRefused,
+	return jsonrpc.NewError(jsonrpc.CodeTasksRefused,
 		"the experimental tasks API of MCP 2025-11-25 was retired on "+day+
 			": new tasks are refused; upgrade the client to "+SunsetReplacement+
 			" (existing tasks are served until their ttl)").

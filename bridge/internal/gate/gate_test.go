@@ -44,8 +44,8 @@ func TestAdmitOrderAndCodes(t *testing.T) {
 		code   int64
 		reason string
 	}{
-		{"kill switch wins", Policy{KillSwitch: true, Sunset: now.Add(-time.Hour), MaxConcurrentTasks: 1}, true, legacy, CodeTasksRefused, "kill_switch"},
-		{"sunset before drain", Policy{Sunset: now.Add(-time.Hour)}, true, legacy, CodeTasksRefused, "sunset"},
+		{"kill switch wins", Policy{KillSwitch: true, Sunset: now.Add(-time.Hour), MaxConcurrentTasks: 1}, true, legacy, jsonrpc.CodeTasksRefused, "kill_switch"},
+		{"sunset before drain", Policy{Sunset: now.Add(-time.Hour)}, true, legacy, jsonrpc.CodeTasksRefused, "sunset"},
 		{"sunset spares modern", Policy{Sunset: now.Add(-time.Hour)}, true, modern, jsonrpc.CodeOverloaded, "draining"},
 		{"drain before the cap", Policy{MaxConcurrentTasks: 1}, true, legacy, jsonrpc.CodeOverloaded, "draining"},
 		{"cap", Policy{MaxConcurrentTasks: 3}, false, modern, jsonrpc.CodeOverloaded, "max_concurrent_tasks"},
