@@ -14,6 +14,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/bridge/internal/gate"
 	"github.com/taskbridge/taskbridge/bridge/internal/sessions"
+	"github.com/taskbridge/taskbridge/internal/defaults"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/metrics"
 	"github.com/taskbridge/taskbridge/internal/redact"
@@ -23,7 +24,7 @@ import (
 	"github.com/taskbridge/taskbridge/store"
 )
 
-// Config configures a Bridge. Zero values take the documented defaults.
+// Config configures a Bridge. Zero values take the defaults (internal/defaults).
 type Config struct {
 	Store    store.Store
 	Upstream *sep2663.Client
@@ -106,36 +107,24 @@ func (c *Config) setDefaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	def64 := func(v *int64, d int64) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	defDur := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def64(&c.MaxTTLMs, 24*60*60*1000)
-	def64(&c.PollFloorMs, 250)
-	def64(&c.PollCeilMs, 30000)
-	defDur(&c.Heartbeat, 10*time.Second)
-	defDur(&c.CreateTimeout, 60*time.Second)
-	defDur(&c.StatusTimeout, 10*time.Second)
-	defDur(&c.CancelTimeout, 10*time.Second)
-	defDur(&c.InputTimeout, 5*time.Minute)
-	defDur(&c.CallTimeout, 10*time.Minute)
-	if c.ListPageSize <= 0 {
-		c.ListPageSize = 50
-	}
-	if c.PollFaultBudget <= 0 {
-		c.PollFaultBudget = 5
-	}
-	def64(&c.MaxResultBytes, 8<<20)
-	defDur(&c.AuditRetention, 30*24*time.Hour)
-	defDur(&c.SessionRetention, 30*24*time.Hour)
+	d := defaults.Defaults
+	defaults.Fill(&c.MaxTTLMs, d.MaxTTL.Milliseconds())
+	defaults.Fill(&c.PollFloorMs, d.PollFloorMs)
+	defaults.Fill(&c.PollCeilMs, d.PollCeilMs)
+	defaults.Fill(&c.Heartbeat, d.Heartbeat)
+	defaults.Fill(&c.CreateTimeout, d.CreateTimeout)
+	defaults.Fill(&c.StatusTimeout, d.StatusTimeout)
+	defaults.Fill(&c.CancelTimeout, d.CancelTimeout)
+	defaults.Fill(&c.InputTimeout, d.InputTimeout)
+	defaults.Fill(&c.CallTimeout, d.CallTimeout)
+	defaults.Fill(&c.ListPageSize, d.ListPageSize)
+	defaults.Fill(&c.PollFaultBudget, d.PollFaultBudget)
+	defaults.Fill(&c.MaxResultBytes, d.MaxResultBytes)
+	defaults.Fill(&c.AuditRetention, d.AuditRetention)
+	defaults.Fill(&c.SessionRetention, d.SessionRetention)
+	defaults.Fill(&c.HostWorkers, d.HostWorkers)
 	if c.PurgeInterval == 0 {
-		c.PurgeInterval = time.Minute
+		c.PurgeInterval = d.PurgeInterval
 	}
 }
 

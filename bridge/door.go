@@ -46,6 +46,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/internal/auth"
+	"github.com/taskbridge/taskbridge/internal/defaults"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/sep2663"
@@ -133,13 +134,9 @@ type endpoints struct {
 	modern      http.Handler // 2026-07-28 clients: HTTP
 }
 
-// Defaults of DoorConfig.
-const (
-	DefaultBodyReadTimeout = 60 * time.Second // as nginx's client_body_timeout
-	// eraSniffBytes is the most of a body the era decision looks at, when the headers do
-	// not tell.
-	eraSniffBytes = 4 << 10
-)
+// eraSniffBytes is the most of a body the era decision looks at, when the headers do not
+// tell.
+const eraSniffBytes = 4 << 10
 
 // DoorConfig configures a Door. Zero values take the documented defaults.
 type DoorConfig struct {
@@ -153,9 +150,9 @@ type DoorConfig struct {
 	AuthChallenge func(r *http.Request, err error) string
 	// AllowedOrigins are exact Origin values allowed besides loopback ones; "*" allows all.
 	AllowedOrigins []string
-	// MaxBodyBytes caps a request body and a stdio line (default legacy.DefaultMaxBodyBytes).
+	// MaxBodyBytes caps a request body and a stdio line (default: internal/defaults).
 	MaxBodyBytes int64
-	// BodyReadTimeout bounds reading one request body (default DefaultBodyReadTimeout;
+	// BodyReadTimeout bounds reading one request body (default: internal/defaults;
 	// negative: no deadline).
 	BodyReadTimeout time.Duration
 	// RequestRate caps a principal's requests per second on this replica, with bursts of
@@ -193,11 +190,9 @@ func NewDoor(cfg DoorConfig, e Engine) (*Door, error) {
 	if !inTable(ep.legacyRoute, eraLegacy) || !inTable(ep.modernRoute, eraModern) || ep.legacy == nil || ep.modern == nil {
 		return nil, fmt.Errorf("bridge: the door has no dispatch entry for routes %q/%q", ep.legacyRoute, ep.modernRoute)
 	}
-	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = legacy.DefaultMaxBodyBytes
-	}
+	defaults.Fill(&cfg.MaxBodyBytes, defaults.Defaults.MaxBodyBytes)
 	if cfg.BodyReadTimeout == 0 {
-		cfg.BodyReadTimeout = DefaultBodyReadTimeout
+		cfg.BodyReadTimeout = defaults.Defaults.BodyReadTimeout
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

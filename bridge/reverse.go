@@ -30,6 +30,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/tidwall/gjson"
 
+	"github.com/taskbridge/taskbridge/internal/defaults"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
@@ -37,7 +38,7 @@ import (
 	"github.com/taskbridge/taskbridge/store"
 )
 
-// ReverseConfig configures a Reverse bridge. Zero values take the documented defaults.
+// ReverseConfig configures a Reverse bridge. Zero values take the defaults (internal/defaults).
 type ReverseConfig struct {
 	// Upstream is the legacy (2025-11-25) server. Required.
 	Upstream *legacy.Client
@@ -84,29 +85,18 @@ func (c *ReverseConfig) setDefaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	for _, d := range []struct {
-		v *time.Duration
-		d time.Duration
-	}{{&c.CreateTimeout, 60 * time.Second}, {&c.StatusTimeout, 10 * time.Second}, {&c.CancelTimeout, 10 * time.Second},
-		{&c.InputTimeout, 5 * time.Minute}, {&c.InfoTTL, 60 * time.Second}} {
-		if *d.v <= 0 {
-			*d.v = d.d
-		}
-	}
-	if c.PollFloorMs <= 0 {
-		c.PollFloorMs = 250
-	}
-	if c.PollCeilMs <= 0 {
-		c.PollCeilMs = 30000
-	}
-	if c.MaxBodyBytes <= 0 {
-		c.MaxBodyBytes = legacy.DefaultMaxBodyBytes
-	}
-	if c.SessionRetention <= 0 {
-		c.SessionRetention = 30 * 24 * time.Hour
-	}
+	d := defaults.Defaults
+	defaults.Fill(&c.CreateTimeout, d.CreateTimeout)
+	defaults.Fill(&c.StatusTimeout, d.StatusTimeout)
+	defaults.Fill(&c.CancelTimeout, d.CancelTimeout)
+	defaults.Fill(&c.InputTimeout, d.InputTimeout)
+	defaults.Fill(&c.InfoTTL, d.InfoTTL)
+	defaults.Fill(&c.PollFloorMs, d.PollFloorMs)
+	defaults.Fill(&c.PollCeilMs, d.PollCeilMs)
+	defaults.Fill(&c.MaxBodyBytes, d.MaxBodyBytes)
+	defaults.Fill(&c.SessionRetention, d.SessionRetention)
 	if c.PurgeInterval == 0 {
-		c.PurgeInterval = time.Minute
+		c.PurgeInterval = d.PurgeInterval
 	}
 }
 

@@ -9,8 +9,8 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/bridge/internal/gate"
+	"github.com/taskbridge/taskbridge/internal/defaults"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
-	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
 	"github.com/taskbridge/taskbridge/sep2663"
 )
@@ -114,7 +114,7 @@ func (m modernPassThrough) observe(req *sep2663.Request, res json.RawMessage) {
 func (b *Bridge) modernFace() http.Handler {
 	maxBody := b.cfg.MaxBodyBytes
 	if maxBody <= 0 {
-		maxBody = legacy.DefaultMaxBodyBytes
+		maxBody = defaults.Defaults.MaxBodyBytes
 	}
 	return sep2663.NewServer(sep2663.ServerOptions{
 		Handler: modernPassThrough{up: b.up, gate: b.gate, ledger: b.ledger}, MaxBodyBytes: maxBody,

@@ -54,10 +54,7 @@ func newFallbackState(cfg Config) *fallbackState {
 	for name, mode := range cfg.ToolTaskSupport {
 		ts[name] = fallback.ParseMode(mode)
 	}
-	workers := cfg.HostWorkers
-	if workers <= 0 {
-		workers = 8
-	}
+	workers := cfg.HostWorkers // set by setDefaults
 	queue := workers * hostQueuePerWorker
 	fb := &fallbackState{
 		slots:   make(chan struct{}, queue),

@@ -3,6 +3,8 @@ package legacy
 import (
 	"sync"
 	"time"
+
+	"github.com/taskbridge/taskbridge/internal/defaults"
 )
 
 // The replay buffers of resumable SSE streams (resume.go) and the process-wide registry
@@ -11,15 +13,12 @@ import (
 // Three bounds hold at once: one stream keeps at most replayMaxEvents events and
 // replayMaxBytes bytes (the oldest events go first); the process keeps at most
 // maxReplayStreams streams; and all streams together keep at most Options.MaxReplayBytes
-// bytes (DefaultMaxReplayBytes). Past the last one whole streams are dropped, oldest first:
+// bytes (internal/defaults). Past the last one whole streams are dropped, oldest first:
 // the streams whose client went away or that ended, longest idle first, then live ones,
 // first registered first. A dropped stream is no longer resumable: resuming a POST stream
 // answers 410 Gone (a POST stream still waiting for its client is given up, as when its own
 // buffer overflows), resuming a GET stream opens a fresh one. A live connection of a dropped
 // stream keeps receiving its events; it just cannot be resumed when it breaks.
-
-// DefaultMaxReplayBytes is the default of Options.MaxReplayBytes.
-const DefaultMaxReplayBytes = 64 << 20
 
 // ---- replay buffer ----------------------------------------------------------------
 
@@ -126,7 +125,7 @@ type replays struct {
 
 func newReplays(maxBytes int64) *replays {
 	if maxBytes <= 0 {
-		maxBytes = DefaultMaxReplayBytes
+		maxBytes = defaults.Defaults.MaxReplayBytes
 	}
 	return &replays{m: map[string]*replayEntry{}, maxBytes: maxBytes}
 }

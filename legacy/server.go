@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskbridge/taskbridge/internal/auth"
+	"github.com/taskbridge/taskbridge/internal/defaults"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 )
 
@@ -55,17 +56,15 @@ type Stream interface {
 	KeepAlive() error
 }
 
-// Defaults for Options.
-const (
-	DefaultMaxBodyBytes = 4 << 20
-	DefaultKeepAlive    = 15 * time.Second
-)
+// DefaultKeepAlive is the default of Options.KeepAlive. The other defaults are
+// internal/defaults'.
+const DefaultKeepAlive = 15 * time.Second
 
 // Options configure a Server. Store and Handler are required.
 type Options struct {
 	Store   SessionStore
 	Handler Handler
-	// MaxBodyBytes caps a POST body (default DefaultMaxBodyBytes); larger bodies get 413.
+	// MaxBodyBytes caps a POST body (default: internal/defaults); larger bodies get 413.
 	MaxBodyBytes int64
 	// KeepAlive is the interval of SSE comments on the GET stream (default
 	// DefaultKeepAlive; negative disables them).
@@ -80,11 +79,11 @@ type Options struct {
 	// resumption (a disconnect then cancels the handler at once).
 	ResumeWindow time.Duration
 	// MaxReplayBytes bounds the events all of this Server's resumable streams keep for
-	// replay together (default DefaultMaxReplayBytes); beyond it the oldest streams stop
+	// replay together (default: internal/defaults); beyond it the oldest streams stop
 	// being resumable (replays.go).
 	MaxReplayBytes int64
 	// MaxSessionInfoBytes bounds the clientInfo and capabilities stored with a session
-	// (default DefaultMaxSessionInfoBytes): a larger clientInfo is kept as its name,
+	// (default: internal/defaults): a larger clientInfo is kept as its name,
 	// version and title; larger capabilities refuse initialize with -32602 (session.go).
 	MaxSessionInfoBytes int
 }
@@ -166,7 +165,7 @@ func NewServer(o Options) *Server {
 		s.resumeWindow = 0
 	}
 	if s.maxBody <= 0 {
-		s.maxBody = DefaultMaxBodyBytes
+		s.maxBody = defaults.Defaults.MaxBodyBytes
 	}
 	if s.keepAlive == 0 {
 		s.keepAlive = DefaultKeepAlive

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/taskbridge/taskbridge/internal/defaults"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 )
 
@@ -219,7 +220,7 @@ func TestOversizedBody(t *testing.T) {
 func TestDefaultMaxBody(t *testing.T) {
 	e := newEnv(t, nil)
 	sid := e.initSession()
-	big := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"pad":"` + strings.Repeat("x", DefaultMaxBodyBytes) + `"}}`
+	big := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"pad":"` + strings.Repeat("x", int(defaults.Defaults.MaxBodyBytes)) + `"}}`
 	resp, body := e.post(sid, big)
 	wantRPCError(t, resp, body, http.StatusRequestEntityTooLarge, -32600)
 }

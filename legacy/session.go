@@ -15,6 +15,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/internal/auth"
+	"github.com/taskbridge/taskbridge/internal/defaults"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 )
 
@@ -75,10 +76,6 @@ func negotiateVersion(clientVersion string) string {
 	return ProtocolVersion
 }
 
-// DefaultMaxSessionInfoBytes is the default of Options.MaxSessionInfoBytes: real clients
-// send a clientInfo and capabilities of a few hundred bytes.
-const DefaultMaxSessionInfoBytes = 8 << 10
-
 // clientInfoFieldMax is how many bytes of name, version and title an over-size clientInfo
 // keeps (the report, the metrics and the upstream envelope use no other member).
 const clientInfoFieldMax = 256
@@ -114,7 +111,7 @@ func (srv *Server) newSession(params json.RawMessage) (*Session, error) {
 func (srv *Server) sessionInfo(params json.RawMessage) (info, caps json.RawMessage, err error) {
 	limit := srv.maxInfo
 	if limit <= 0 {
-		limit = DefaultMaxSessionInfoBytes
+		limit = defaults.Defaults.MaxSessionInfoBytes
 	}
 	if r := gjson.GetBytes(params, "capabilities"); r.IsObject() {
 		if len(r.Raw) > limit {

@@ -30,6 +30,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/internal/auth"
+	"github.com/taskbridge/taskbridge/internal/defaults"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 )
 
@@ -74,7 +75,7 @@ func (f HandlerFunc) Serve(ctx context.Context, req *Request) (json.RawMessage, 
 // ServerOptions configure a Server. Handler is required.
 type ServerOptions struct {
 	Handler Handler
-	// MaxBodyBytes caps a POST body (default 4 MiB).
+	// MaxBodyBytes caps a POST body (default: internal/defaults).
 	MaxBodyBytes int64
 }
 
@@ -90,9 +91,7 @@ func NewServer(o ServerOptions) *Server {
 	if o.Handler == nil {
 		panic("sep2663: NewServer needs a Handler")
 	}
-	if o.MaxBodyBytes <= 0 {
-		o.MaxBodyBytes = 4 << 20
-	}
+	defaults.Fill(&o.MaxBodyBytes, defaults.Defaults.MaxBodyBytes)
 	return &Server{h: o.Handler, maxBody: o.MaxBodyBytes}
 }
 

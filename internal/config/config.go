@@ -33,6 +33,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/taskbridge/taskbridge/internal/auth"
+	"github.com/taskbridge/taskbridge/internal/defaults"
 	"github.com/taskbridge/taskbridge/internal/redact"
 )
 
@@ -115,8 +116,10 @@ type Config struct {
 	Sources map[string]string `key:"-"`
 }
 
-// Default returns the configuration with every default set.
+// Default returns the configuration with every default set: internal/defaults, and the
+// settings only the binary reads.
 func Default() *Config {
+	d := defaults.Defaults
 	return &Config{
 		Listen:            "127.0.0.1:8080",
 		Store:             "sqlite:taskbridge.db",
@@ -125,37 +128,37 @@ func Default() *Config {
 		LogLevel:          "info",
 		LogFormat:         "auto",
 		AccessLog:         true,
-		MaxBody:           4 << 20,
-		PollFloorMs:       250,
-		PollCeilMs:        30000,
-		MaxTTL:            24 * time.Hour,
-		Heartbeat:         10 * time.Second,
-		CreateTimeout:     60 * time.Second,
-		StatusTimeout:     10 * time.Second,
-		CancelTimeout:     10 * time.Second,
-		InputTimeout:      5 * time.Minute,
-		PollFaultBudget:   5,
-		ListPageSize:      50,
+		MaxBody:           d.MaxBodyBytes,
+		PollFloorMs:       d.PollFloorMs,
+		PollCeilMs:        d.PollCeilMs,
+		MaxTTL:            d.MaxTTL,
+		Heartbeat:         d.Heartbeat,
+		CreateTimeout:     d.CreateTimeout,
+		StatusTimeout:     d.StatusTimeout,
+		CancelTimeout:     d.CancelTimeout,
+		InputTimeout:      d.InputTimeout,
+		PollFaultBudget:   d.PollFaultBudget,
+		ListPageSize:      d.ListPageSize,
 		Sunset:            time.Date(2027, 7, 28, 0, 0, 0, 0, time.UTC),
 		SunsetWarn:        90 * 24 * time.Hour,
 		DrainTimeout:      10 * time.Minute,
 		DrainQuiet:        5 * time.Second,
-		ReportWindow:      30 * 24 * time.Hour,
-		MaxResultBytes:    8 << 20,
-		AuditRetention:    30 * 24 * time.Hour,
-		PurgeInterval:     time.Minute,
-		HostWorkers:       8,
+		ReportWindow:      d.SessionRetention,
+		MaxResultBytes:    d.MaxResultBytes,
+		AuditRetention:    d.AuditRetention,
+		PurgeInterval:     d.PurgeInterval,
+		HostWorkers:       d.HostWorkers,
 		Sources:           map[string]string{},
 
 		// Memory and connection bounds.
 		ReadHeaderTimeout:   10 * time.Second,
 		IdleTimeout:         60 * time.Second,
 		MaxHeaderBytes:      64 << 10,
-		MaxReplayBytes:      64 << 20,
-		MaxSessionInfoBytes: 8 << 10,
+		MaxReplayBytes:      d.MaxReplayBytes,
+		MaxSessionInfoBytes: d.MaxSessionInfoBytes,
 
 		// The front door and the work gate.
-		BodyReadTimeout:     60 * time.Second,
+		BodyReadTimeout:     d.BodyReadTimeout,
 		MaxUpstreamInflight: 256,
 	}
 }
