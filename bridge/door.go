@@ -120,8 +120,9 @@ func Routes() []Dispatch {
 	return out
 }
 
-// Engine is the set of routes serving one upstream: the forward *Bridge (SEP-2663
-// upstream) or the reverse *Reverse (2025-11-25 upstream). Only the door reaches them.
+// Engine is the set of routes serving one upstream, one per client era: *Forward (a
+// 2026-07-28 upstream) or *Reverse (a 2025-11-25 upstream), built by the era router
+// (routes.go). Only the door reaches them.
 type Engine interface {
 	endpoints() endpoints
 }
@@ -421,3 +422,6 @@ func writeHTTPError(w http.ResponseWriter, status int, e *jsonrpc.Error) {
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }
+
+// isLegacyVersion reports whether v is a revision the legacy face negotiates.
+func isLegacyVersion(v string) bool { return slices.Contains(legacy.SupportedVersions, v) }

@@ -24,6 +24,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/bridge"
+	"github.com/taskbridge/taskbridge/bridge/forward"
 	"github.com/taskbridge/taskbridge/bridge/internal/sessions"
 	"github.com/taskbridge/taskbridge/internal/fixture"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
@@ -190,7 +191,7 @@ func forwardHarness(t *testing.T, o tableOpts) *harness {
 	upSrv := httptest.NewServer(up)
 	t.Cleanup(func() { upSrv.Close(); fx.Close() })
 	g, draining := newGate(o)
-	b, err := bridge.New(bridge.Config{Store: openStore(t), Logger: zerolog.Nop(), PollFloorMs: 100, Gate: g,
+	b, err := bridge.NewForward(forward.Config{Store: openStore(t), Logger: zerolog.Nop(), PollFloorMs: 100, Gate: g,
 		Heartbeat: 200 * time.Millisecond, NoUpstreamPush: true,
 		Upstream: sep2663.NewClient(sep2663.ClientOptions{URL: upSrv.URL + "/mcp"})})
 	if err != nil {

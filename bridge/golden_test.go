@@ -31,6 +31,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/bridge"
+	"github.com/taskbridge/taskbridge/bridge/forward"
 	"github.com/taskbridge/taskbridge/sep2663"
 	"github.com/taskbridge/taskbridge/store/sqlite"
 )
@@ -811,7 +812,7 @@ func runGolden(t *testing.T, path string) {
 	upSrv := httptest.NewServer(up)
 	t.Cleanup(upSrv.Close)
 
-	cfg := bridge.Config{Logger: zerolog.Nop(), PollFloorMs: 50, Heartbeat: time.Minute}
+	cfg := forward.Config{Logger: zerolog.Nop(), PollFloorMs: 50, Heartbeat: time.Minute}
 	if tr.bridge != "" {
 		var bs bridgeSection
 		dec := json.NewDecoder(strings.NewReader(tr.bridge))
@@ -836,7 +837,7 @@ func runGolden(t *testing.T, path string) {
 	t.Cleanup(func() { st.Close() })
 	cfg.Store = st
 	cfg.Upstream = sep2663.NewClient(sep2663.ClientOptions{URL: upSrv.URL + "/mcp"})
-	b, err := bridge.New(cfg)
+	b, err := bridge.NewForward(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

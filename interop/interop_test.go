@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskbridge/taskbridge/bridge"
+	"github.com/taskbridge/taskbridge/bridge/forward"
 	"github.com/taskbridge/taskbridge/internal/fixture"
 	"github.com/taskbridge/taskbridge/internal/testenv"
 	"github.com/taskbridge/taskbridge/sep2663"
@@ -66,14 +67,14 @@ func newEnvWith(t *testing.T, fo fixture.Options) *env {
 		t.Fatalf("sqlite.Open: %v", err)
 	}
 	t.Cleanup(func() { st.Close() })
-	b, err := bridge.New(bridge.Config{
+	b, err := bridge.NewForward(forward.Config{
 		Store:       st,
 		Upstream:    sep2663.NewClient(sep2663.ClientOptions{URL: up.URL + "/mcp"}),
 		Logger:      zerolog.Nop(),
 		PollFloorMs: 100,
 	})
 	if err != nil {
-		t.Fatalf("bridge.New: %v", err)
+		t.Fatalf("bridge.NewForward: %v", err)
 	}
 	if err := b.Start(ctx); err != nil {
 		t.Fatalf("bridge.Start: %v", err)

@@ -23,6 +23,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/bridge"
+	"github.com/taskbridge/taskbridge/bridge/forward"
 	"github.com/taskbridge/taskbridge/internal/fixture"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/legacyclient"
@@ -164,7 +165,7 @@ func startBridge(t *testing.T, up *sep2663.Client) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	b, err := bridge.New(bridge.Config{Store: st, Upstream: up, Logger: zerolog.Nop(), PollFloorMs: 100})
+	b, err := bridge.NewForward(forward.Config{Store: st, Upstream: up, Logger: zerolog.Nop(), PollFloorMs: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/bridge"
+	"github.com/taskbridge/taskbridge/bridge/forward"
 	"github.com/taskbridge/taskbridge/internal/fixture"
 	"github.com/taskbridge/taskbridge/internal/legacyclient"
 	"github.com/taskbridge/taskbridge/sep2663"
@@ -57,7 +58,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer st.Close()
-	b, err := bridge.New(bridge.Config{
+	b, err := bridge.NewForward(forward.Config{
 		Store:    st,
 		Upstream: sep2663.NewClient(sep2663.ClientOptions{URL: upURL}),
 		Logger:   zerolog.Nop(),

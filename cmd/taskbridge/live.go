@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskbridge/taskbridge/bridge"
+	"github.com/taskbridge/taskbridge/bridge/forward"
 	"github.com/taskbridge/taskbridge/internal/auth"
 	"github.com/taskbridge/taskbridge/internal/config"
 	"github.com/taskbridge/taskbridge/internal/logging"
@@ -60,9 +61,9 @@ func newLogger(w io.Writer, level string) zerolog.Logger {
 
 // liveParts are the parts of a running serve that take settings live.
 type liveParts struct {
-	gate    *bridge.Gate   // kill switch, sunset, concurrency cap, upstream backpressure
-	door    *bridge.Door   // request rate, authentication
-	forward *bridge.Bridge // hosting policy; nil on the reverse route (it hosts nothing)
+	gate    *bridge.Gate    // kill switch, sunset, concurrency cap, upstream backpressure
+	door    *bridge.Door    // request rate, authentication
+	forward *bridge.Forward // hosting policy; nil on the reverse route (it hosts nothing)
 	metrics *metrics.Metrics
 }
 
@@ -112,7 +113,7 @@ func newReloader(boot *config.Config, load func() (*config.Config, error), l *lo
 			Prepare: func(next *config.Config) (func(), error) {
 				ts, err := parseToolTaskSupport(next.ToolTaskSupport)
 				if err == nil {
-					_, err = bridge.HostingPolicy(next.HostAllow, next.HostDeny, next.NoHosting, ts)
+					_, err = forward.HostingPolicy(next.HostAllow, next.HostDeny, next.NoHosting, ts)
 				}
 				if err != nil {
 					return nil, err

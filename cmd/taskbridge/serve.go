@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskbridge/taskbridge/bridge"
+	"github.com/taskbridge/taskbridge/bridge/forward"
 	"github.com/taskbridge/taskbridge/internal/auth"
 	"github.com/taskbridge/taskbridge/internal/config"
 	"github.com/taskbridge/taskbridge/internal/metrics"
@@ -98,7 +99,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// One work gate for every route (bridge/internal/gate): its policy is one value,
 	// replaced as a whole by gate.SetPolicy.
 	gate := bridge.NewGate(bridge.GateConfig{Draining: drain.Draining, Metrics: m, Policy: gatePolicy(cfg)})
-	bcfg := bridge.Config{
+	bcfg := forward.Config{
 		Store:         st,
 		Upstream:      upstream,
 		Logger:        log,
@@ -139,7 +140,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		era = detectEra(ctx, upstream, cfg.StatusTimeout, log)
 	}
 	var b mcpBridge
-	var forward *bridge.Bridge // the forward route, when it is the one (its hosting policy reloads)
+	var fwd *bridge.Forward // the forward route, when it is the one (its hosting policy reloads)
 	switch era {
 	case eraLegacy:
 		log.Info().Str("upstream", up.describe()).Msg("upstream speaks MCP 2025-11-25 (server/discover refused): reverse route for 2026-07-28 clients, pass-through for 2025-11-25 clients")
@@ -159,14 +160,14 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if era == eraUnknown {
 			log.Warn().Str("upstream", up.describe()).Msg("upstream did not answer server/discover at start: assuming MCP 2026-07-28; a 2025-11-25 upstream needs a restart once it is reachable")
 		}
-		fb, err := bridge.New(bcfg)
+		fb, err := bridge.NewForward(bcfg)
 		if err != nil {
 			return err
 		}
 		if err := fb.Start(ctx); err != nil {
 			return err
 		}
-		b, forward = fb, fb
+		b, fwd = fb, fb
 	}
 	dc := doorConfig(cfg, authn, log)
 	if prm != nil {
@@ -190,7 +191,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("serve: admin listener: %w", err)
 		}
 	}
-	rl, err := newReloader(cfg, load, plog, liveParts{gate: gate, door: door, forward: forward, metrics: m})
+	rl, err := newReloader(cfg, load, plog, liveParts{gate: gate, door: door, forward: fwd, metrics: m})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskbridge/taskbridge/bridge"
+	"github.com/taskbridge/taskbridge/bridge/forward"
 	"github.com/taskbridge/taskbridge/internal/config"
 	"github.com/taskbridge/taskbridge/internal/redact"
 	"github.com/taskbridge/taskbridge/sep2663"
@@ -129,7 +130,7 @@ func cmdStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		log.Info().Str("upstream", up.describe()).Msg("taskbridge serving stdio (2025-11-25 upstream: pass-through)")
 		engine = rb
 	} else {
-		b, err := bridge.New(bridge.Config{Store: st, Upstream: client, Logger: log, PollFloorMs: *pollFloor,
+		b, err := bridge.NewForward(forward.Config{Store: st, Upstream: client, Logger: log, PollFloorMs: *pollFloor,
 			Heartbeat: *heartbeat, MaxBodyBytes: cfg.MaxBody, Gate: gate})
 		if err != nil {
 			return err

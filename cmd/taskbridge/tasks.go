@@ -16,7 +16,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/taskbridge/taskbridge/bridge"
+	"github.com/taskbridge/taskbridge/bridge/forward"
 	"github.com/taskbridge/taskbridge/internal/config"
 	"github.com/taskbridge/taskbridge/internal/redact"
 	"github.com/taskbridge/taskbridge/record"
@@ -334,7 +334,7 @@ func tasksReconcile(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	defer st.Close()
 	now := time.Now()
-	rec, err := bridge.Reconcile(ctx, st, pos[0], ran, strings.TrimSpace(*note), now)
+	rec, err := forward.Reconcile(ctx, st, pos[0], ran, strings.TrimSpace(*note), now)
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("tasks reconcile: no task %q in this store", termSafe(pos[0]))
 	}
@@ -342,7 +342,7 @@ func tasksReconcile(ctx context.Context, args []string, stdout, stderr io.Writer
 		return fmt.Errorf("tasks reconcile: %w", err)
 	}
 	if record.Outcome(*outcome) == record.OutcomeCancelled {
-		// bridge.Reconcile records "did not run" as failed; keep the operator's word.
+		// forward.Reconcile records "did not run" as failed; keep the operator's word.
 		rec.Outcome = record.OutcomeCancelled
 		if err := st.UpdateTask(ctx, rec); err != nil {
 			return fmt.Errorf("tasks reconcile: record cancelled: %w", err)

@@ -1,0 +1,230 @@
+package forward
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/mapping"
+	"github.com/taskbridge/taskbridge/sep2663"
+)
+
+// Upstream push (SEP-2663 §Notifications): the bridge keeps one subscriptions/listen open
+// with notifications.taskIds = the upstream ids of the tasks this process tracks, and
+// applies every notifications/tasks exactly like a poll result (observe), so the record,
+// the waiters of tasks/result and the legacy client's notifications/tasks/status move as
+// soon as the upstream says so rather than at the next poll.
+//
+// Polling is never switched off: trackers keep their normal schedule, so a listen that
+// fails, is refused, or drops silently loses nothing, and only latency is at stake. A
+// pushed observation and a poll of the same task never run at once (both hold the
+// tracker's poll slot), so the record moves forward in one order.
+//
+// Listen lifecycle: started with the first tracked task; re-opened (after a short
+// debounce) when the tracked set changes, since taskIds is fixed per listen; closed while
+// nothing is tracked. A clean close by the upstream is re-opened at once; a transport
+// failure or an unexpected disconnect after a backoff (500 ms doubling to 30 s); a JSON-RPC
+// refusal (-32601 from an upstream without listen, -32021, …) means "not supported": the
+// bridge tries again only after pushRefusedWait. Config.NoUpstreamPush disables all of it.
+
+const (
+	pushDebounce    = 50 * time.Millisecond
+	pushBackoffMin  = 500 * time.Millisecond
+	pushBackoffMax  = 30 * time.Second
+	pushRefusedWait = 5 * time.Minute
+)
+
+// pushState is the Bridge's listen loop. once starts it; kick (buffer 1) tells it the
+// tracked set changed.
+type pushState struct {
+	once sync.Once
+	kick chan struct{}
+}
+
+// pushChanged tells the listen loop that the tracked set changed, starting the loop the
+// first time. It never blocks and does not take b.mu (track calls it holding it).
+func (b *Bridge) pushChanged() {
+	if b.cfg.NoUpstreamPush {
+		return
+	}
+	b.push.once.Do(func() {
+		b.push.kick = make(chan struct{}, 1)
+		b.wg.Add(1)
+		go b.pushLoop()
+	})
+	select {
+	case b.push.kick <- struct{}{}:
+	default:
+	}
+}
+
+// pushTargets returns the sorted upstream ids of the tasks tracked here.
+func (b *Bridge) pushTargets() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ids := make([]string, 0, len(b.trackers))
+	for _, t := range b.trackers {
+		t.mu.Lock()
+		if id := t.rec.UpstreamTaskID; id != "" {
+			ids = append(ids, id)
+		}
+		t.mu.Unlock()
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// pushLoop owns the listen; it runs until the bridge closes (b.wg waits for it).
+func (b *Bridge) pushLoop() {
+	defer b.wg.Done()
+	ctx := b.ctx
+	backoff := pushBackoffMin
+	for {
+		ids := b.pushTargets()
+		if len(ids) == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-b.push.kick:
+				if !b.sleep(ctx, pushDebounce) {
+					return
+				}
+				continue
+			}
+		}
+		alive, err := b.listenUntilChange(ctx, ids)
+		if ctx.Err() != nil {
+			return
+		}
+		wait := time.Duration(0)
+		var je *jsonrpc.Error
+		switch {
+		case err == nil && alive:
+			backoff = pushBackoffMin // the set changed, or a clean close: listen again now
+		case errors.As(err, &je):
+			b.log.Info().Int64("code", je.Code).Msg("upstream refused subscriptions/listen; polling only")
+			wait = pushRefusedWait
+		default:
+			b.log.Warn().Err(err).Msg("upstream listen stream lost; polling covers it, reconnecting")
+			wait = backoff
+			backoff = min(backoff*2, pushBackoffMax)
+		}
+		if wait > 0 && !b.sleep(ctx, wait) {
+			return
+		}
+	}
+}
+
+// listenUntilChange holds one listen for ids until it ends or the tracked set changes.
+// alive is true when the listen was ended by us for a set change or closed cleanly.
+func (b *Bridge) listenUntilChange(ctx context.Context, ids []string) (alive bool, err error) {
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		errc <- b.up.ListenTasks(lctx, ids, sep2663.RequestMeta{}, sep2663.ListenHandlers{
+			Task: func(dt *sep2663.DetailedTask) { b.observePushed(dt) },
+		})
+	}()
+	for {
+		select {
+		case err := <-errc:
+			return err == nil, err
+		case <-b.push.kick:
+			if !b.sleep(ctx, pushDebounce) {
+				cancel()
+				<-errc
+				return false, nil
+			}
+			if slices.Equal(b.pushTargets(), ids) {
+				continue // e.g. a tracker replaced by itself: keep the listen
+			}
+			cancel()
+			<-errc
+			return true, nil
+		}
+	}
+}
+
+// sleep waits d; false when ctx ended first.
+func (b *Bridge) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// observePushed applies an upstream notifications/tasks to the tracker of that upstream
+// task, exactly as a poll result, holding the tracker's poll slot so a poll and a push never
+// apply at once. A task no tracker here watches is ignored (another replica's, or ended).
+func (b *Bridge) observePushed(dt *sep2663.DetailedTask) {
+	t := b.trackerByUpstream(dt.TaskID)
+	if t == nil {
+		return
+	}
+	obs, err := mapping.Observe(dt)
+	if err != nil {
+		b.log.Warn().Err(err).Str("task", t.id).Msg("upstream fault: unknown task status in a notification; ignored")
+		return
+	}
+	if !t.acquirePollSlot(b.ctx) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.StatusTimeout)
+	t.observe(ctx, dt, obs)
+	cancel()
+	t.releasePollSlot()
+	if finished(t.snapshot()) {
+		t.nudge() // the poll loop sees the end and retires the tracker
+	}
+}
+
+// trackerByUpstream finds the tracker watching an upstream task id.
+func (b *Bridge) trackerByUpstream(upstreamID string) *tracker {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, t := range b.trackers {
+		t.mu.Lock()
+		match := t.rec.UpstreamTaskID == upstreamID
+		t.mu.Unlock()
+		if match {
+			return t
+		}
+	}
+	return nil
+}
+
+// acquirePollSlot waits until no poll of t is in flight and takes the slot (t.polling), as
+// refresh does; false when ctx ended.
+func (t *tracker) acquirePollSlot(ctx context.Context) bool {
+	for {
+		t.mu.Lock()
+		wait := t.polling
+		if wait == nil {
+			t.polling = make(chan struct{})
+			t.mu.Unlock()
+			return true
+		}
+		t.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+func (t *tracker) releasePollSlot() {
+	t.mu.Lock()
+	done := t.polling
+	t.polling = nil
+	t.mu.Unlock()
+	close(done)
+}

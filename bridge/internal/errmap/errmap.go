@@ -1,0 +1,107 @@
+// Package errmap is the routes' one error mapper: how a failed upstream call reaches a
+// client (a JSON-RPC error from the upstream passes through; a transport failure becomes
+// jsonrpc.CodeUpstream whose whole message is its class, never an address or a dial
+// error, with the cause kept for the log), and the error answers every route shares.
+package errmap
+
+import (
+	"context"
+	"errors"
+	"net"
+
+	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/upstream"
+	"github.com/taskbridge/taskbridge/sep2663"
+)
+
+// The classes of upstream failure a client is told. A client never learns the upstream's
+// address, its credentials or a dial error: those stay in the log (debug level, redacted).
+const (
+	MsgUnavailable = "upstream unavailable"
+	MsgTimeout     = "upstream timed out"
+	MsgInvalid     = "invalid upstream reply"
+)
+
+// upstreamFault is the wire error for an upstream failure with its cause kept for the
+// log: errors.As finds the wire error (so jsonrpc.AsError sends only the class), while
+// errors.Is still sees the cause (a deadline, a refused connection).
+type upstreamFault struct {
+	wire  *jsonrpc.Error
+	cause error
+}
+
+func (f *upstreamFault) Error() string   { return f.wire.Error() }
+func (f *upstreamFault) Unwrap() []error { return []error{f.wire, f.cause} }
+
+// Class names the class of a transport-level upstream failure.
+func Class(err error) string {
+	var ne net.Error
+	var ue *upstream.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return MsgTimeout
+	case errors.As(err, &ue) && ue.Timeout():
+		return MsgTimeout
+	case errors.Is(err, sep2663.ErrInvalidReply):
+		return MsgInvalid
+	}
+	return MsgUnavailable
+}
+
+// classified wraps err as CodeUpstream with its class as the whole message.
+func classified(err error) error {
+	return &upstreamFault{wire: jsonrpc.NewError(jsonrpc.CodeUpstream, Class(err)), cause: err}
+}
+
+// FromModern maps a failure of a 2026-07-28 (SEP-2663) upstream to the wire. nil stays nil.
+func FromModern(err error) error { return mapUpstream(err, false) }
+
+// FromLegacy maps a failure of a 2025-11-25 upstream to the wire; the code 2026-07-28
+// retired (-32002 "resource not found") becomes -32602, which replaced it.
+func FromLegacy(err error) error { return mapUpstream(err, true) }
+
+// codeRetired is 2025-11-25's "resource not found", which 2026-07-28 replaced by -32602
+// and forbids sending.
+const codeRetired = -32002
+
+// mapUpstream is the one mapping: JSON-RPC errors from the upstream pass through (with the
+// retired code renumbered when retire is set); transport failures and deadlines become
+// CodeUpstream with only their class; anything else is returned as is.
+func mapUpstream(err error, retire bool) error {
+	var je *jsonrpc.Error
+	var ue *upstream.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &je):
+		if retire && je.Code == codeRetired {
+			c := *je
+			c.Code = jsonrpc.CodeInvalidParams
+			return &c
+		}
+		return je
+	case errors.As(err, &ue), errors.Is(err, context.DeadlineExceeded):
+		return classified(err)
+	}
+	return err
+}
+
+// Cause returns the cause kept in an upstream fault (nil for other errors), for
+// the debug log line of the request.
+func Cause(err error) error {
+	var f *upstreamFault
+	if errors.As(err, &f) {
+		return f.cause
+	}
+	return nil
+}
+
+// ErrTaskNotFound is the one answer for an unknown, expired or foreign task id, on every
+// route: the same bytes in every case, so ids cannot be probed.
+var ErrTaskNotFound = jsonrpc.NewError(jsonrpc.CodeInvalidParams, "Failed to retrieve task: Task not found")
+
+// IsNotFound reports whether err is a legacy upstream's -32602 (an unknown task).
+func IsNotFound(err error) bool {
+	var je *jsonrpc.Error
+	return errors.As(err, &je) && je.Code == jsonrpc.CodeInvalidParams
+}

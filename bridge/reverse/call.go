@@ -1,0 +1,217 @@
+package reverse
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/taskbridge/taskbridge/bridge/internal/errmap"
+	"github.com/taskbridge/taskbridge/bridge/internal/gate"
+	"github.com/taskbridge/taskbridge/bridge/internal/ids"
+	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/legacy"
+	"github.com/taskbridge/taskbridge/mapping"
+	"github.com/taskbridge/taskbridge/sep2663"
+)
+
+// gatherWindow is how long the bridge waits after a first server request on a held call
+// for more to follow (a tool that asks several questions at once), so that one
+// input_required result carries them all.
+const gatherWindow = 50 * time.Millisecond
+
+// heldCall is an upstream tools/call kept open while the modern client answers the
+// server's requests through MRTR retries. Its requestState is a random handle (128 bits),
+// bound to the owner; it is consumed when the call ends.
+type heldCall struct {
+	state  string
+	owner  string
+	asTask bool
+	tool   string
+	box    *inputBox
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the upstream call returned; then res/sess/err are set
+	res    json.RawMessage
+	sess   *legacy.UpstreamSession
+	err    error
+
+	turn  sync.Mutex  // one client round at a time
+	timer *time.Timer // expiry while waiting for the client's retry; guarded by turn
+}
+
+var errUnknownRequestState = jsonrpc.ErrInvalidParams.Wrapf("requestState is unknown or expired; call the tool again without it")
+
+// toolsCall is the modern tools/call (design §4).
+func (r *Reverse) toolsCall(ctx context.Context, req *sep2663.Request) (json.RawMessage, error) {
+	if rs := gjson.GetBytes(req.Params, "requestState"); rs.Exists() {
+		return r.resume(ctx, req, rs.String())
+	}
+	if ir := gjson.GetBytes(req.Params, "inputResponses"); ir.Exists() && !ir.IsObject() {
+		return nil, jsonrpc.ErrInvalidParams.Wrapf("inputResponses must be an object")
+	}
+	name := gjson.GetBytes(req.Params, "name")
+	if name.Type != gjson.String {
+		return nil, jsonrpc.ErrInvalidParams.Wrapf("params.name must be a string")
+	}
+	mode, in, err := r.toolMode(ctx, name.Str)
+	if err != nil {
+		return nil, errmap.FromLegacy(err)
+	}
+	taskable := in.tasksCall && (mode == legacy.TaskSupportOptional || mode == legacy.TaskSupportRequired)
+	if mode == legacy.TaskSupportRequired && in.tasksCall && !req.Tasks() {
+		return nil, sep2663.MissingTasksError("tool " + name.Str + " runs only as a task")
+	}
+	p, err := mapping.LegacyParams(req.Params)
+	if err != nil {
+		return nil, err
+	}
+	asTask := taskable && req.Tasks()
+	owner := r.owner(req)
+	var release func()
+	if asTask {
+		release, err = r.gate.StartTask(ctx, gate.Task{Era: gate.Modern, Owner: owner,
+			Active: func(context.Context) (int, error) { return r.activeTasks(owner), nil }})
+		p = p.Set("task", json.RawMessage(`{}`)) // the upstream picks the ttl
+	} else {
+		release, err = r.gate.Acquire()
+	}
+	if err != nil {
+		return nil, err
+	}
+	params := p.Encode()
+	hc := r.startCall(owner, name.Str, params, asTask, release)
+	return r.waitCall(ctx, hc)
+}
+
+// startCall runs the upstream tools/call on its own goroutine (it may outlive this HTTP
+// request while the client answers MRTR input). release returns the gate's upstream slot
+// when the call has answered.
+func (r *Reverse) startCall(owner, tool string, params json.RawMessage, asTask bool, release func()) *heldCall {
+	hc := &heldCall{
+		state: ids.NewTaskID(), owner: owner, asTask: asTask, tool: tool,
+		box:  newInputBox("mrtr-", r.cfg.Now),
+		done: make(chan struct{}),
+	}
+	cctx, cancel := context.WithTimeout(r.ctx, r.cfg.CreateTimeout+r.cfg.InputTimeout)
+	hc.cancel = cancel
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer cancel()
+		defer release()
+		hc.res, hc.sess, hc.err = r.pool.Call(cctx, owner, "tools/call", params, legacy.CallOptions{OnRequest: hc.box.handler()})
+		close(hc.done)
+	}()
+	return hc
+}
+
+// resume continues a held call with the client's inputResponses.
+func (r *Reverse) resume(ctx context.Context, req *sep2663.Request, state string) (json.RawMessage, error) {
+	hc, _ := r.held.Get(state)
+	if hc == nil || hc.owner != r.owner(req) {
+		return nil, errUnknownRequestState
+	}
+	if ir := gjson.GetBytes(req.Params, "inputResponses"); ir.Exists() && !ir.IsObject() {
+		return nil, jsonrpc.ErrInvalidParams.Wrapf("inputResponses must be an object")
+	}
+	if !hc.turn.TryLock() {
+		return nil, jsonrpc.ErrInvalidRequest.Wrapf("a retry with this requestState is already in progress")
+	}
+	if hc.timer != nil {
+		hc.timer.Stop()
+	}
+	hc.turn.Unlock()
+	if _, err := hc.box.answerAll(json.RawMessage(gjson.GetBytes(req.Params, "inputResponses").Raw)); err != nil {
+		return nil, err
+	}
+	return r.waitCall(ctx, hc)
+}
+
+// waitCall waits for the held call to end or to ask for input. Input is returned as an
+// input_required result and the call stays held (for InputTimeout) under its requestState.
+func (r *Reverse) waitCall(ctx context.Context, hc *heldCall) (json.RawMessage, error) {
+	hc.turn.Lock()
+	defer hc.turn.Unlock()
+	wait := time.NewTimer(r.cfg.CreateTimeout)
+	defer wait.Stop()
+	for {
+		if reqs := hc.box.unanswered(); len(reqs) > 0 {
+			if !r.settle(ctx, hc) {
+				return nil, ctx.Err()
+			}
+			if reqs = hc.box.unanswered(); len(reqs) > 0 {
+				return r.park(hc, reqs)
+			}
+		}
+		select {
+		case <-hc.done:
+			r.unhold(hc)
+			return r.callOutcome(hc)
+		case <-hc.box.changed:
+		case <-wait.C:
+			r.unhold(hc)
+			hc.cancel()
+			return nil, jsonrpc.NewError(jsonrpc.CodeUpstream, "upstream timed out")
+		case <-ctx.Done():
+			// The client went away without learning a requestState: nobody can resume.
+			if !r.isHeld(hc) {
+				hc.cancel()
+			}
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// settle waits gatherWindow for more requests (or the end of the call); false when ctx ended.
+func (r *Reverse) settle(ctx context.Context, hc *heldCall) bool {
+	t := time.NewTimer(gatherWindow)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-hc.done:
+	case <-ctx.Done():
+		return false
+	}
+	return true
+}
+
+// park registers hc under its requestState and answers input_required.
+func (r *Reverse) park(hc *heldCall, reqs sep2663.InputRequests) (json.RawMessage, error) {
+	r.held.Put(hc.state, hc, sameCall)
+	hc.timer = time.AfterFunc(r.cfg.InputTimeout, func() {
+		r.unhold(hc)
+		hc.cancel()
+	})
+	return json.Marshal(sep2663.InputRequiredResult{ResultType: sep2663.ResultInputRequired, InputRequests: reqs, RequestState: hc.state})
+}
+
+func (r *Reverse) isHeld(hc *heldCall) bool {
+	cur, _ := r.held.Get(hc.state)
+	return cur == hc
+}
+
+func (r *Reverse) unhold(hc *heldCall) {
+	r.held.DeleteIf(hc.state, func(cur *heldCall) bool { return cur == hc })
+}
+
+func sameCall(a, b *heldCall) bool { return a == b }
+
+// callOutcome turns the upstream's answer into the modern reply: a CreateTaskResult
+// becomes a bridge task (flat resultType:"task"), a CallToolResult gets
+// resultType:"complete", a JSON-RPC error passes through.
+func (r *Reverse) callOutcome(hc *heldCall) (json.RawMessage, error) {
+	if hc.err != nil {
+		return nil, errmap.FromLegacy(hc.err)
+	}
+	if hc.asTask && gjson.GetBytes(hc.res, "task.taskId").Type == gjson.String {
+		var ct legacy.CreateTaskResult
+		if err := json.Unmarshal(hc.res, &ct); err != nil {
+			return nil, jsonrpc.NewError(jsonrpc.CodeUpstream, "upstream CreateTaskResult is malformed")
+		}
+		t := r.registerTask(hc.owner, hc.tool, hc.sess, ct.Task)
+		return json.Marshal(sep2663.CreateTaskResult{ResultType: sep2663.ResultTask, Task: r.modernTask(t, t.snapshot())})
+	}
+	return mapping.ResultForModern(hc.res)
+}

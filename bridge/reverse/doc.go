@@ -1,0 +1,30 @@
+// Package reverse is the reverse route: 2026-07-28 clients with the SEP-2663 tasks
+// extension in front of a 2025-11-25 upstream (design §4). Reverse implements the modern
+// face's Handler (sep2663.Handler) on top of a legacy.Client: one pooled upstream session
+// per principal, bridge-minted task ids for the upstream's tasks, the upstream's
+// tasks/result held open from creation on (its server requests become inputRequests, its
+// answer the task's payload), and MRTR (input_required + requestState) for server requests
+// that come before a task exists. Tasks live in memory: a legacy upstream's tasks live in
+// its sessions, which do not survive a bridge restart either. It is reached only through
+// the front door (package bridge); legacy clients of the same upstream are passed through
+// (bridge/passthrough).
+//
+// Protocol flow (modern client → bridge → legacy upstream):
+//
+//	server/discover          → built from the upstream's initialize (pooled session)
+//	tools/call (extension declared, tool optional|required)
+//	                         → tools/call + task:{} upstream; the CreateTaskResult becomes a
+//	                           flat resultType:"task" with a bridge-minted id, and the
+//	                           bridge holds tasks/result open upstream at once
+//	  server requests on the tools/call stream (before the task exists)
+//	                         → input_required + inputRequests + requestState (MRTR); the
+//	                           retry with inputResponses answers them and resumes the call
+//	tasks/get                → upstream tasks/get; terminal: result/error from the held
+//	                           tasks/result; requests that arrived on it: input_required
+//	tasks/update             → answers the held requests (POSTed upstream as responses)
+//	tasks/cancel             → upstream tasks/cancel, empty ack
+//
+// Files: reverse.go (the engine, discover, dispatch, forwarding), call.go (tools/call and
+// MRTR), tasks.go (task records and tasks/*), input.go (the input box of a held stream),
+// ops.go (drain and readiness).
+package reverse

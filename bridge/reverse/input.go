@@ -1,0 +1,156 @@
+package reverse
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/legacy"
+	"github.com/taskbridge/taskbridge/mapping"
+	"github.com/taskbridge/taskbridge/sep2663"
+)
+
+// inputBox collects the server→client requests a legacy upstream sends on a held stream
+// (a tools/call before its task exists, or a task's tasks/result) and hands them the
+// answers a modern client gives (an MRTR retry, or tasks/update).
+//
+// Keys are prefix + a counter, so they are stable across polls and never reused for the
+// life of the box. Concurrency: mu guards every field but changed, which is a 1-slot
+// signal channel written without blocking.
+type inputBox struct {
+	prefix  string
+	now     func() time.Time
+	changed chan struct{}
+
+	mu      sync.Mutex
+	next    int
+	order   []string // keys in arrival order (for stable output)
+	pending map[string]*pendingInput
+	touched time.Time // last arrival or answer
+}
+
+type pendingInput struct {
+	req      sep2663.InputRequest
+	answer   chan json.RawMessage // 1 slot; written once
+	answered bool
+}
+
+func newInputBox(prefix string, now func() time.Time) *inputBox {
+	return &inputBox{prefix: prefix, now: now, changed: make(chan struct{}, 1), pending: map[string]*pendingInput{}}
+}
+
+// inputMethods are the requests a 2026-07-28 client can answer as inputRequests.
+var inputMethods = map[string]bool{"elicitation/create": true, "sampling/createMessage": true, "roots/list": true}
+
+// handler is the legacy.RequestHandler of a held stream: an input request waits (until the
+// stream's ctx ends) for its answer; ping is answered at once; anything else is -32601.
+func (b *inputBox) handler() legacy.RequestHandler {
+	return func(ctx context.Context, m *jsonrpc.Message) (json.RawMessage, error) {
+		if m.Method == "ping" {
+			return json.RawMessage(`{}`), nil
+		}
+		if !inputMethods[m.Method] {
+			return nil, jsonrpc.ErrMethodNotFound.Wrapf("%s", m.Method)
+		}
+		key, p := b.add(sep2663.InputRequest{Method: m.Method, Params: mapping.InputParamsForModern(m.Params)})
+		select {
+		case a := <-p.answer:
+			return a, nil
+		case <-ctx.Done():
+			b.drop(key)
+			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "input request abandoned by the bridge")
+		}
+	}
+}
+
+func (b *inputBox) add(in sep2663.InputRequest) (string, *pendingInput) {
+	b.mu.Lock()
+	b.next++
+	key := b.prefix + strconv.Itoa(b.next)
+	p := &pendingInput{req: in, answer: make(chan json.RawMessage, 1)}
+	b.pending[key] = p
+	b.order = append(b.order, key)
+	b.touched = b.now()
+	b.mu.Unlock()
+	select {
+	case b.changed <- struct{}{}:
+	default:
+	}
+	return key, p
+}
+
+func (b *inputBox) drop(key string) {
+	b.mu.Lock()
+	delete(b.pending, key)
+	b.mu.Unlock()
+}
+
+// unanswered returns the outstanding requests (nil when there are none).
+func (b *inputBox) unanswered() sep2663.InputRequests {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out sep2663.InputRequests
+	keep := b.order[:0]
+	for _, k := range b.order {
+		p, ok := b.pending[k]
+		if !ok {
+			continue
+		}
+		keep = append(keep, k)
+		if p.answered {
+			continue
+		}
+		if out == nil {
+			out = sep2663.InputRequests{}
+		}
+		out[k] = p.req
+	}
+	b.order = keep
+	return out
+}
+
+// answer delivers the answer to key. Unknown, already answered or malformed answers are
+// ignored (SEP-2663: servers SHOULD silently ignore them); it reports whether it was used.
+func (b *inputBox) answer(key string, v json.RawMessage) bool {
+	if len(v) == 0 || v[0] != '{' {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p, ok := b.pending[key]
+	if !ok || p.answered {
+		return false
+	}
+	p.answered = true
+	p.answer <- v
+	delete(b.pending, key)
+	b.touched = b.now()
+	return true
+}
+
+// answerAll delivers every member of an inputResponses object; it returns how many were used.
+func (b *inputBox) answerAll(responses json.RawMessage) (int, error) {
+	if len(responses) == 0 || string(responses) == "null" {
+		return 0, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(responses, &m); err != nil || m == nil {
+		return 0, jsonrpc.ErrInvalidParams.Wrapf("inputResponses must be an object")
+	}
+	n := 0
+	for k, v := range m {
+		if b.answer(k, v) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (b *inputBox) lastTouched() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.touched
+}

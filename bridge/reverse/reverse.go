@@ -1,0 +1,302 @@
+package reverse
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/tidwall/gjson"
+
+	"github.com/taskbridge/taskbridge/bridge/internal/errmap"
+	"github.com/taskbridge/taskbridge/bridge/internal/gate"
+	"github.com/taskbridge/taskbridge/bridge/internal/pending"
+	"github.com/taskbridge/taskbridge/internal/defaults"
+	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/legacy"
+	"github.com/taskbridge/taskbridge/mapping"
+	"github.com/taskbridge/taskbridge/sep2663"
+)
+
+// Config configures a Reverse. Zero values take the defaults (internal/defaults).
+type Config struct {
+	// Upstream is the legacy (2025-11-25) server. Required.
+	Upstream *legacy.Client
+	Logger   zerolog.Logger
+	Now      func() time.Time
+
+	PollFloorMs int64 // lowest pollIntervalMs told to modern clients
+	PollCeilMs  int64 // highest
+
+	CreateTimeout time.Duration // upstream tools/call until it answers or asks for input
+	StatusTimeout time.Duration // upstream tasks/get
+	CancelTimeout time.Duration // upstream tasks/cancel
+	// InputTimeout bounds how long a held MRTR call waits for the client's retry, and how
+	// long a task's held input request waits for tasks/update.
+	InputTimeout time.Duration
+	// InfoTTL is how long the upstream's initialize result and tool modes are cached
+	// (also discover's ttlMs).
+	InfoTTL time.Duration
+
+	// MaxBodyBytes caps a body at the face (the front door caps it first: DoorConfig).
+	MaxBodyBytes int64
+
+	// Gate is the work gate shared by every route of the process (kill switch, sunset,
+	// drain, per-principal concurrency cap, upstream backpressure). Nil: a gate with an
+	// empty policy. The caller of a modern request (the owner of its tasks and the key of
+	// its pooled upstream session) is the principal the front door authenticated
+	// (sep2663.Request.Principal; "" when anonymous).
+	Gate *gate.Gate
+}
+
+func (c *Config) setDefaults() {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	d := defaults.Defaults
+	defaults.Fill(&c.CreateTimeout, d.CreateTimeout)
+	defaults.Fill(&c.StatusTimeout, d.StatusTimeout)
+	defaults.Fill(&c.CancelTimeout, d.CancelTimeout)
+	defaults.Fill(&c.InputTimeout, d.InputTimeout)
+	defaults.Fill(&c.InfoTTL, d.InfoTTL)
+	defaults.Fill(&c.PollFloorMs, d.PollFloorMs)
+	defaults.Fill(&c.PollCeilMs, d.PollCeilMs)
+	defaults.Fill(&c.MaxBodyBytes, d.MaxBodyBytes)
+}
+
+// Reverse serves modern clients in front of one legacy upstream (reverse translation).
+//
+// Concurrency: exported methods are safe for concurrent use. mu guards tasks and closed;
+// held is a pending registry; info is swapped atomically; each rtask and heldCall has its
+// own lock. Every goroutine (held tasks/result, held tools/call) is tracked by wg and ends
+// with ctx.
+type Reverse struct {
+	cfg    Config
+	up     *legacy.Client
+	pool   *legacy.Pool // modern callers: one upstream session per principal
+	log    zerolog.Logger
+	modern *sep2663.Server
+	gate   *gate.Gate
+
+	info atomic.Pointer[upstreamInfo]
+	held pending.Registry[*heldCall] // requestState → held MRTR call
+
+	mu     sync.Mutex
+	tasks  map[string]*rtask // bridge task id → task
+	closed bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// upstreamInfo is what the bridge knows about the legacy upstream.
+type upstreamInfo struct {
+	init      legacy.InitializeResult
+	tasksCall bool              // tasks.requests.tools.call declared
+	tools     map[string]string // tool name → execution.taskSupport ("" = forbidden)
+	fetchedAt time.Time
+}
+
+// New builds a Reverse. Call Start before serving and Close when done.
+func New(cfg Config) (*Reverse, error) {
+	if cfg.Upstream == nil {
+		return nil, errors.New("reverse: Config needs an Upstream")
+	}
+	cfg.setDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Reverse{
+		cfg: cfg, up: cfg.Upstream, pool: legacy.NewPool(cfg.Upstream), log: cfg.Logger,
+		tasks: map[string]*rtask{}, gate: cfg.Gate,
+		ctx: ctx, cancel: cancel,
+	}
+	if r.gate == nil {
+		r.gate = gate.New(gate.Config{Now: cfg.Now})
+	}
+	r.modern = sep2663.NewServer(sep2663.ServerOptions{Handler: r, MaxBodyBytes: cfg.MaxBodyBytes})
+	return r, nil
+}
+
+// Start opens the first upstream session and reads the upstream's capabilities and tools.
+// A failure is returned: an unreachable upstream at start is an operator error.
+func (r *Reverse) Start(ctx context.Context) error {
+	_, err := r.upstream(ctx)
+	return err
+}
+
+// Handler is the route's 2026-07-28 face. Only the front door serves it (bridge.NewReverse,
+// bridge.NewDoor).
+func (r *Reverse) Handler() http.Handler { return r.modern }
+
+// Close stops held calls and pollers and closes every upstream session. Safe to call twice.
+func (r *Reverse) Close(ctx context.Context) error {
+	r.mu.Lock()
+	already := r.closed
+	r.closed = true
+	r.mu.Unlock()
+	if already {
+		return nil
+	}
+	r.cancel()
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	r.pool.Close(ctx)
+	return nil
+}
+
+// owner is the principal of a modern request ("" when anonymous).
+func (r *Reverse) owner(req *sep2663.Request) string { return req.Principal }
+
+// upstream returns the cached upstream info, refreshing it after InfoTTL.
+func (r *Reverse) upstream(ctx context.Context) (*upstreamInfo, error) {
+	if in := r.info.Load(); in != nil && r.cfg.Now().Sub(in.fetchedAt) < r.cfg.InfoTTL {
+		return in, nil
+	}
+	in, err := r.fetchInfo(ctx)
+	if err != nil {
+		if old := r.info.Load(); old != nil {
+			return old, nil // stale beats nothing; the next call retries
+		}
+		return nil, err
+	}
+	r.info.Store(in)
+	return in, nil
+}
+
+func (r *Reverse) fetchInfo(ctx context.Context) (*upstreamInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.StatusTimeout)
+	defer cancel()
+	s, err := r.pool.Get(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	init, raw := s.InitializeResult()
+	in := &upstreamInfo{init: init, tools: map[string]string{}, fetchedAt: r.cfg.Now()}
+	in.tasksCall = gjson.GetBytes(raw, "capabilities.tasks.requests.tools.call").IsObject()
+	if !gjson.GetBytes(raw, "capabilities.tools").Exists() {
+		return in, nil
+	}
+	cursor := ""
+	for page := 0; page < 100; page++ {
+		params := json.RawMessage(`{}`)
+		if cursor != "" {
+			params, _ = json.Marshal(map[string]string{"cursor": cursor})
+		}
+		res, err := s.Call(ctx, "tools/list", params, legacy.CallOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range gjson.GetBytes(res, "tools").Array() {
+			in.tools[t.Get("name").Str] = t.Get("execution.taskSupport").Str
+		}
+		if cursor = gjson.GetBytes(res, "nextCursor").Str; cursor == "" {
+			break
+		}
+	}
+	return in, nil
+}
+
+// toolMode returns the upstream's taskSupport for a tool, refreshing the cache once when
+// the tool is unknown (a tool added since the last tools/list).
+func (r *Reverse) toolMode(ctx context.Context, name string) (string, *upstreamInfo, error) {
+	in, err := r.upstream(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	mode, ok := in.tools[name]
+	if !ok {
+		if fresh, err := r.fetchInfo(ctx); err == nil {
+			r.info.Store(fresh)
+			in, mode = fresh, fresh.tools[name]
+		}
+	}
+	return mode, in, nil
+}
+
+// Serve implements sep2663.Handler: one dispatch table for the modern face.
+func (r *Reverse) Serve(ctx context.Context, req *sep2663.Request) (json.RawMessage, error) {
+	switch req.Method {
+	case sep2663.MethodDiscover:
+		return r.discover(ctx)
+	case sep2663.MethodToolsCall:
+		return r.toolsCall(ctx, req)
+	case sep2663.MethodTasksGet:
+		return r.tasksGet(ctx, req)
+	case sep2663.MethodTasksUpdate:
+		return r.tasksUpdate(ctx, req)
+	case sep2663.MethodTasksCancel:
+		return r.tasksCancel(ctx, req)
+	case sep2663.MethodSubscriptionsListen, "initialize", "ping", "logging/setLevel",
+		"resources/subscribe", "resources/unsubscribe":
+		// Not offered on the modern face (listen: see docs/reverse.md); removed in 2026-07-28.
+		return nil, jsonrpc.ErrMethodNotFound.Wrapf("%s", req.Method)
+	default:
+		return r.forwardModern(ctx, req)
+	}
+}
+
+// discover builds server/discover from the upstream's initialize result.
+func (r *Reverse) discover(ctx context.Context) (json.RawMessage, error) {
+	in, err := r.upstream(ctx)
+	if err != nil {
+		return nil, errmap.FromLegacy(err)
+	}
+	caps, err := mapping.ServerCapsToModern(in.init.Capabilities, in.tasksCall)
+	if err != nil {
+		return nil, err
+	}
+	info, _ := json.Marshal(sep2663.Implementation{Name: in.init.ServerInfo.Name, Version: in.init.ServerInfo.Version, Title: in.init.ServerInfo.Title})
+	return json.Marshal(sep2663.DiscoverResult{
+		ResultType:        sep2663.ResultComplete,
+		SupportedVersions: []string{sep2663.ProtocolVersion},
+		Capabilities:      caps,
+		Instructions:      in.init.Instructions,
+		TTLMs:             r.cfg.InfoTTL.Milliseconds(),
+		CacheScope:        "public",
+		Meta:              map[string]json.RawMessage{sep2663.MetaServerInfo: info},
+	})
+}
+
+// forwardModern passes any other request (tools/list, prompts/*, resources/*, completion)
+// to the upstream session of the caller and stamps the 2026-07-28 result fields.
+func (r *Reverse) forwardModern(ctx context.Context, req *sep2663.Request) (json.RawMessage, error) {
+	p, err := mapping.LegacyParams(req.Params)
+	if err != nil {
+		return nil, err
+	}
+	params := p.Encode()
+	release, err := r.gate.Acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.CreateTimeout)
+	defer cancel()
+	res, _, err := r.pool.Call(ctx, r.owner(req), req.Method, params, legacy.CallOptions{})
+	if err != nil {
+		return nil, errmap.FromLegacy(err)
+	}
+	if req.Method == "tools/list" {
+		if res, err = mapping.ToolsListForModern(res); err != nil {
+			return nil, err
+		}
+	}
+	if cacheableMethods[req.Method] {
+		return mapping.WithCacheHints(res)
+	}
+	return res, nil
+}
+
+// cacheableMethods are the 2026-07-28 results that must carry the cache hints ttlMs and
+// cacheScope (a 2025-11-25 server never sends them).
+var cacheableMethods = map[string]bool{"tools/list": true, "prompts/list": true, "resources/list": true,
+	"resources/read": true, "resources/templates/list": true}
