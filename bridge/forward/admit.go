@@ -13,7 +13,7 @@ import (
 // returns the task it made, even now). Existing tasks are never affected.
 func (b *Bridge) startTask(ctx context.Context, own string) (release func(), err error) {
 	return b.gate.StartTask(ctx, gate.Task{Era: gate.Legacy, Owner: own,
-		Active: func(ctx context.Context) (int, error) { return b.st.CountActive(ctx, own) }})
+		Active: func(ctx context.Context) (int, error) { return b.reg.countActive(ctx, own) }})
 }
 
 // upstreamSlot takes an in-flight slot for a client's upstream call that starts no task

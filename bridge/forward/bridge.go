@@ -14,6 +14,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/bridge/internal/errmap"
 	"github.com/taskbridge/taskbridge/bridge/internal/gate"
+	"github.com/taskbridge/taskbridge/bridge/internal/pending"
 	"github.com/taskbridge/taskbridge/bridge/internal/sessions"
 	"github.com/taskbridge/taskbridge/internal/defaults"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
@@ -131,29 +132,28 @@ func (c *Config) setDefaults() {
 
 // Bridge serves legacy clients in front of one SEP-2663 upstream.
 //
-// Concurrency: all exported methods are safe for concurrent use. mu guards trackers and
-// inflight; disc is swapped atomically; the LRU is internally locked.
+// Concurrency: all exported methods are safe for concurrent use. mu guards closed (and
+// makes starting a tracker atomic with it); inflight and asks are pending registries; disc
+// is swapped atomically; the LRU is internally locked.
 type Bridge struct {
 	cfg  Config
 	up   *sep2663.Client
-	st   store.Store
+	reg  *registry // the records: store, trackers, caches, compare-and-swap writes (registry.go)
 	log  zerolog.Logger
 	face *legacy.Server
 
 	disc     atomic.Pointer[discovery]
 	manifest atomic.Pointer[cachedManifest] // built from disc's result (route.go)
 
-	mu       sync.Mutex
-	trackers map[string]*tracker           // non-terminal (or outcome-pending) tasks, by bridge id
-	inflight map[string]context.CancelFunc // "session\x00requestID" → cancel of an in-flight call
-	asks     map[string]*ask               // bridge-issued request id → waiting MRTR relay (input.go)
-	closed   bool
+	mu     sync.Mutex
+	closed bool
 
-	terminal *terminalCache                          // hot terminal records, without payloads (terminal.go)
-	metas    *lru.Cache[string, sep2663.RequestMeta] // per-session upstream envelope
-	gate     *gate.Gate                              // the work gate (admit.go)
-	peers    *peers                                  // cross-replica notifications; nil for a single-process store
-	fb       *fallbackState                          // fallback policy, tools cache, hosted task pool (route.go, host.go)
+	inflight pending.Registry[*inflightCall] // pending.Key(session, request id) → an in-flight call
+	asks     pending.Registry[*ask]          // bridge-issued request id → waiting MRTR relay (input.go)
+
+	metas *lru.Cache[string, sep2663.RequestMeta] // per-session upstream envelope
+	gate  *gate.Gate                              // the work gate (admit.go)
+	fb    *fallbackState                          // fallback policy, tools cache, hosted task pool (route.go, host.go)
 
 	push pushState // the upstream listen loop (push.go)
 
@@ -179,17 +179,13 @@ func New(cfg Config) (*Bridge, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Bridge{
-		cfg: cfg, up: cfg.Upstream, st: cfg.Store, log: cfg.Logger,
-		trackers: map[string]*tracker{},
-		inflight: map[string]context.CancelFunc{},
-		asks:     map[string]*ask{},
-		terminal: newTerminalCache(),
-		metas:    metas,
-		gate:     cfg.Gate,
-		peers:    newPeers(cfg.Store),
-		fb:       newFallbackState(cfg),
-		ctx:      ctx, cancel: cancel,
+		cfg: cfg, up: cfg.Upstream, log: cfg.Logger,
+		metas: metas,
+		gate:  cfg.Gate,
+		fb:    newFallbackState(cfg),
+		ctx:   ctx, cancel: cancel,
 	}
+	b.reg = newRegistry(cfg, &b.log)
 	if b.gate == nil {
 		b.gate = gate.New(gate.Config{Now: cfg.Now, Metrics: cfg.Metrics})
 	}
@@ -360,11 +356,8 @@ func (b *Bridge) Notify(ctx context.Context, sess *legacy.Session, msg *jsonrpc.
 		// Cancels a plain in-flight request (a sync-collapsed call becomes an upstream
 		// tasks/cancel). Never a task: 2025-11-25 forbids cancelling tasks this way.
 		id := gjson.GetBytes(msg.Params, "requestId").Raw
-		b.mu.Lock()
-		cancel := b.inflight[sess.ID+"\x00"+id]
-		b.mu.Unlock()
-		if cancel != nil {
-			cancel()
+		if c, ok := b.inflight.Get(pending.Key(sess.ID, id)); ok {
+			c.cancel()
 		}
 	case "notifications/initialized", "notifications/roots/list_changed":
 		// Session plumbing of 2025-11-25 (the second was removed in 2026-07-28): nothing
@@ -387,17 +380,13 @@ func (b *Bridge) Respond(ctx context.Context, sess *legacy.Session, msg *jsonrpc
 // Closed implements legacy.Handler.
 func (b *Bridge) Closed(ctx context.Context, sess *legacy.Session) {}
 
+// inflightCall is a plain in-flight request that notifications/cancelled may cancel.
+type inflightCall struct{ cancel context.CancelFunc }
+
 // trackInflight registers cancel for (session, request id) until the returned func runs.
 func (b *Bridge) trackInflight(sess *legacy.Session, id jsonrpc.ID, cancel context.CancelFunc) func() {
-	key := sess.ID + "\x00" + id.Raw()
-	b.mu.Lock()
-	b.inflight[key] = cancel
-	b.mu.Unlock()
-	return func() {
-		b.mu.Lock()
-		delete(b.inflight, key)
-		b.mu.Unlock()
-	}
+	return b.inflight.Put(pending.Key(sess.ID, id.Raw()), &inflightCall{cancel: cancel},
+		func(a, b *inflightCall) bool { return a == b })
 }
 
 // forward passes a request through to the upstream with the 2026-07-28 envelope, relays

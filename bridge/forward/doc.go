@@ -25,6 +25,6 @@
 // tracker.go (polling), route.go and host.go (the fallback decision, bridge-hosted tasks),
 // collapse.go, input.go (input relay), result.go (tasks/result), push.go (upstream
 // listen), replica.go (purge, orphans, peers), security.go (ownership, idempotency,
-// Reconcile), requestid.go, terminal.go, observe.go (the request log line), limits.go,
+// Reconcile), requestid.go, terminal.go, observe.go (the request log line),
 // admit.go (the work gate).
 package forward

@@ -76,7 +76,7 @@ func (b *Bridge) hostTask(ctx context.Context, sess *legacy.Session, req *jsonrp
 	rec.StatusMessage = msgHostQueued
 	rec.IdempotencyKey = key
 	if key != "" {
-		if prev, err := b.st.FindTaskByIdempotencyKey(ctx, own, key); err == nil {
+		if prev, err := b.reg.findByKey(ctx, own, key); err == nil {
 			return b.replay(prev, rec.Tool, rec.ArgsHash)
 		}
 	}
@@ -99,7 +99,7 @@ func (b *Bridge) hostTask(ctx context.Context, sess *legacy.Session, req *jsonrp
 			fmt.Sprintf("overloaded: %d bridge-hosted calls are queued or running; retry later", cap(b.fb.slots))).
 			WithData(map[string]any{"reason": "overloaded", "retryable": true, "retryAfterMs": 1000})
 	}
-	if err := b.st.CreateTask(ctx, rec); err != nil {
+	if err := b.reg.create(ctx, rec); err != nil {
 		<-b.fb.slots
 		release()
 		if errors.Is(err, store.ErrConflict) {
@@ -108,7 +108,7 @@ func (b *Bridge) hostTask(ctx context.Context, sess *legacy.Session, req *jsonrp
 			} else if errors.Is(err2, errRequestIDBusy) {
 				return nil, err2
 			}
-			if prev, err2 := b.st.FindTaskByIdempotencyKey(ctx, own, key); key != "" && err2 == nil {
+			if prev, err2 := b.reg.findByKey(ctx, own, key); key != "" && err2 == nil {
 				return b.replay(prev, rec.Tool, rec.ArgsHash)
 			}
 		}
@@ -186,7 +186,7 @@ func (b *Bridge) runHosted(job *hostJob) {
 	}
 	b.fb.mu.Unlock()
 
-	rec, err := b.st.GetTask(ctx, job.id)
+	rec, err := b.reg.get(ctx, job.id)
 	if err != nil {
 		b.log.Error().Err(err).Str("task", job.id).Msg("hosted task: read record")
 		b.finishHosted(job.id, nil, false)
@@ -196,7 +196,7 @@ func (b *Bridge) runHosted(job *hostJob) {
 		b.finishHosted(job.id, func(r *record.Task) { r.Outcome, r.OutcomeDetail = record.OutcomeCancelled, "cancelled before it ran" }, true)
 		return
 	}
-	_, _ = b.updateRecord(ctx, rec, func(r *record.Task) bool {
+	_, _ = b.reg.update(ctx, rec, func(r *record.Task) bool {
 		if r.Status.Terminal() {
 			return false
 		}
@@ -236,13 +236,13 @@ func (b *Bridge) finishHosted(id string, fn func(*record.Task), apply bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.StatusTimeout)
 	defer cancel()
-	rec, err := b.st.GetTask(ctx, id)
+	rec, err := b.reg.get(ctx, id)
 	if err != nil {
 		b.log.Error().Err(err).Str("task", id).Msg("hosted task: read record")
 		return
 	}
 	before := rec.Status
-	rec, err = b.updateRecord(ctx, rec, func(r *record.Task) bool {
+	rec, err = b.reg.update(ctx, rec, func(r *record.Task) bool {
 		if r.Status.Terminal() {
 			if r.Outcome != record.OutcomePending {
 				return false
@@ -319,11 +319,11 @@ func hostedInputRequired(r *record.Task) {
 func (b *Bridge) adoptUpstreamTask(id string, t *sep2663.Task, sess *legacy.Session) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.StatusTimeout)
 	defer cancel()
-	rec, err := b.st.GetTask(ctx, id)
+	rec, err := b.reg.get(ctx, id)
 	if err != nil {
 		return
 	}
-	rec, err = b.updateRecord(ctx, rec, func(r *record.Task) bool {
+	rec, err = b.reg.update(ctx, rec, func(r *record.Task) bool {
 		r.Mode, r.UpstreamTaskID = record.ModeTranslate, t.TaskID
 		if t.PollIntervalMs != nil {
 			r.UpstreamPollMs = *t.PollIntervalMs

@@ -71,20 +71,21 @@ type ask struct {
 	owner   string                // owner(sess) of that session: principal or session
 }
 
+func sameAsk(a, b *ask) bool { return a == b }
+
 // askClient sends each input request to the client as a server→client request on out and
 // waits for every answer (bounded by InputTimeout).
 func (b *Bridge) askClient(ctx context.Context, sess *legacy.Session, taskID string, reqs sep2663.InputRequests, out legacy.Stream) (sep2663.InputResponses, error) {
-	type pending struct {
-		id, key, method string
-		ch              chan *jsonrpc.Message
+	type wait struct {
+		key, method string
+		ch          chan *jsonrpc.Message
 	}
-	var waits []pending
+	var waits []wait
+	var removes []func()
 	defer func() {
-		b.mu.Lock()
-		for _, p := range waits {
-			delete(b.asks, p.id)
+		for _, remove := range removes {
+			remove()
 		}
-		b.mu.Unlock()
 	}()
 	for key, in := range reqs {
 		if !declared(sess, in.Method, in.Params) {
@@ -96,10 +97,8 @@ func (b *Bridge) askClient(ctx context.Context, sess *legacy.Session, taskID str
 		}
 		id := ids.NewRequestID()
 		ch := make(chan *jsonrpc.Message, 1)
-		b.mu.Lock()
-		b.asks[id] = &ask{ch: ch, session: sess.ID, owner: owner(sess)}
-		b.mu.Unlock()
-		waits = append(waits, pending{id: id, key: key, method: method, ch: ch})
+		removes = append(removes, b.asks.Put(id, &ask{ch: ch, session: sess.ID, owner: owner(sess)}, sameAsk))
+		waits = append(waits, wait{key: key, method: method, ch: ch})
 		msg, _ := jsonrpc.NewRequest(jsonrpc.StringID(id), method, params)
 		if err := out.Send(msg); err != nil {
 			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "cannot relay the upstream's input request: the client's stream does not accept server requests")
@@ -196,7 +195,7 @@ func (b *Bridge) relayInputs(ctx context.Context, t *tracker, inputs map[string]
 		}
 		list = append(list, record.Input{TaskID: rec.ID, Key: key, Method: method, Params: params})
 	}
-	if err := b.st.PutInputs(ctx, list); err != nil {
+	if err := b.reg.putInputs(ctx, list); err != nil {
 		b.log.Error().Err(err).Str("task", rec.ID).Msg("store inputs")
 		return
 	}
@@ -228,7 +227,7 @@ func (b *Bridge) failUndeclared(ctx context.Context, t *tracker, sess *legacy.Se
 // else once on the session's GET stream. An answer stored but not forwarded within the
 // forward timeout (its forwarder failed or died) is forwarded again.
 func (b *Bridge) deliverInputs(ctx context.Context, t *tracker) {
-	ins, err := b.st.ListInputs(ctx, t.id)
+	ins, err := b.reg.listInputs(ctx, t.id)
 	if err != nil {
 		return
 	}
@@ -287,30 +286,24 @@ func (b *Bridge) deliverInputs(ctx context.Context, t *tracker) {
 // against the task's owner, stored first-answer-wins, and forwarded with tasks/update.
 func (b *Bridge) answerInput(ctx context.Context, sess *legacy.Session, msg *jsonrpc.Message) {
 	id := msg.ID.String()
-	b.mu.Lock()
-	a := b.asks[id]
-	foreign := a != nil && !b.askedHere(ctx, sess, a)
-	if a != nil && !foreign {
-		delete(b.asks, id)
-	}
-	b.mu.Unlock()
-	if foreign {
+	a, found, taken := b.asks.TakeIf(id, func(a *ask) bool { return b.askedHere(ctx, sess, a) })
+	if found && !taken {
 		// Someone else learnt the id: ignored (acknowledged like any answer), counted, and
 		// the request stays open for the client that was asked.
 		b.cfg.Metrics.AnswerRefused("foreign_input_answer")
 		b.log.Warn().Str("request", redact.Field(id)).Msg("answer to an input request from a session or principal that was not asked dropped")
 		return
 	}
-	if a != nil {
+	if taken {
 		a.ch <- msg
 		return
 	}
-	in, err := b.st.FindInputByRequestID(ctx, id)
+	in, err := b.reg.findInput(ctx, id)
 	if err != nil {
 		b.log.Info().Str("request", redact.Field(id)).Msg("answer to an unknown input request dropped")
 		return
 	}
-	rec, err := b.record(ctx, in.TaskID)
+	rec, err := b.reg.fresh(ctx, in.TaskID)
 	if err != nil || !b.owns(ctx, sess, rec) {
 		b.log.Warn().Str("request", redact.Field(id)).Msg("answer from a session that does not own the task dropped")
 		return
@@ -320,16 +313,13 @@ func (b *Bridge) answerInput(ctx context.Context, sess *legacy.Session, msg *jso
 		b.log.Info().Err(err).Str("task", rec.ID).Msg("input answer not usable")
 		return
 	}
-	first, err := b.st.AnswerInput(ctx, in.TaskID, in.Key, resp, b.cfg.Now())
+	first, err := b.reg.answerInput(ctx, in.TaskID, in.Key, resp)
 	if err != nil || !first {
 		return // duplicate or late: acknowledged (202) and dropped
 	}
 	b.forwardAnswer(ctx, rec, in.Key, resp)
-	b.announceAnswer(ctx, rec.ID, in.Key)
-	b.mu.Lock()
-	t := b.trackers[rec.ID]
-	b.mu.Unlock()
-	if t != nil {
+	b.reg.announceAnswer(ctx, rec.ID, in.Key)
+	if t := b.reg.tracker(rec.ID); t != nil {
 		t.mu.Lock()
 		for _, rs := range t.streams {
 			rs.answered(in.Key)
@@ -359,21 +349,21 @@ func (b *Bridge) forwardAnswer(ctx context.Context, rec *record.Task, key string
 			return
 		}
 	}
-	_ = b.st.MarkInputForwarded(ctx, rec.ID, key, b.cfg.Now())
+	_ = b.reg.markForwarded(ctx, rec.ID, key)
 }
 
 // assignRequestID gives an input its delivery id: a fresh one (first=true), unless another
 // goroutine or replica delivered it first, whose id then stands (the store keeps the first).
 func (b *Bridge) assignRequestID(ctx context.Context, in record.Input) (id string, first bool) {
 	id = ids.NewRequestID()
-	err := b.st.MarkInputDelivered(ctx, in.TaskID, in.Key, id, b.cfg.Now())
+	err := b.reg.markDelivered(ctx, in.TaskID, in.Key, id)
 	if err == nil {
 		return id, true
 	}
 	if !errors.Is(err, store.ErrConflict) {
 		return "", false
 	}
-	ins, err := b.st.ListInputs(ctx, in.TaskID)
+	ins, err := b.reg.listInputs(ctx, in.TaskID)
 	if err != nil {
 		return "", false
 	}

@@ -90,17 +90,11 @@ func taskIDOf(req *jsonrpc.Message, res json.RawMessage) string {
 }
 
 // ActiveTasks counts the non-terminal tasks this process is tracking (a drain waits for
-// them). Trackers are copied under b.mu and read after, so b.mu is never held with a
-// tracker's lock.
+// them). Trackers are copied out of the registry and read after, so its lock is never held
+// with a tracker's.
 func (b *Bridge) ActiveTasks() int {
-	b.mu.Lock()
-	ts := make([]*tracker, 0, len(b.trackers))
-	for _, t := range b.trackers {
-		ts = append(ts, t)
-	}
-	b.mu.Unlock()
 	n := 0
-	for _, t := range ts {
+	for _, t := range b.reg.allTrackers() {
 		if !t.snapshot().Status.Terminal() {
 			n++
 		}

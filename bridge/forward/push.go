@@ -61,29 +61,13 @@ func (b *Bridge) pushChanged() {
 	}
 }
 
-// pushTargets returns the sorted upstream ids of the tasks tracked here.
-func (b *Bridge) pushTargets() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	ids := make([]string, 0, len(b.trackers))
-	for _, t := range b.trackers {
-		t.mu.Lock()
-		if id := t.rec.UpstreamTaskID; id != "" {
-			ids = append(ids, id)
-		}
-		t.mu.Unlock()
-	}
-	slices.Sort(ids)
-	return slices.Compact(ids)
-}
-
 // pushLoop owns the listen; it runs until the bridge closes (b.wg waits for it).
 func (b *Bridge) pushLoop() {
 	defer b.wg.Done()
 	ctx := b.ctx
 	backoff := pushBackoffMin
 	for {
-		ids := b.pushTargets()
+		ids := b.reg.upstreamIDs()
 		if len(ids) == 0 {
 			select {
 			case <-ctx.Done():
@@ -139,7 +123,7 @@ func (b *Bridge) listenUntilChange(ctx context.Context, ids []string) (alive boo
 				<-errc
 				return false, nil
 			}
-			if slices.Equal(b.pushTargets(), ids) {
+			if slices.Equal(b.reg.upstreamIDs(), ids) {
 				continue // e.g. a tracker replaced by itself: keep the listen
 			}
 			cancel()
@@ -165,7 +149,7 @@ func (b *Bridge) sleep(ctx context.Context, d time.Duration) bool {
 // task, exactly as a poll result, holding the tracker's poll slot so a poll and a push never
 // apply at once. A task no tracker here watches is ignored (another replica's, or ended).
 func (b *Bridge) observePushed(dt *sep2663.DetailedTask) {
-	t := b.trackerByUpstream(dt.TaskID)
+	t := b.reg.byUpstream(dt.TaskID)
 	if t == nil {
 		return
 	}
@@ -184,21 +168,6 @@ func (b *Bridge) observePushed(dt *sep2663.DetailedTask) {
 	if finished(t.snapshot()) {
 		t.nudge() // the poll loop sees the end and retires the tracker
 	}
-}
-
-// trackerByUpstream finds the tracker watching an upstream task id.
-func (b *Bridge) trackerByUpstream(upstreamID string) *tracker {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, t := range b.trackers {
-		t.mu.Lock()
-		match := t.rec.UpstreamTaskID == upstreamID
-		t.mu.Unlock()
-		if match {
-			return t
-		}
-	}
-	return nil
 }
 
 // acquirePollSlot waits until no poll of t is in flight and takes the slot (t.polling), as

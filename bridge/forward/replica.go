@@ -60,42 +60,14 @@ func newPeers(st store.Store) *peers {
 	return &peers{n: n, self: ids.NewTaskID()[:12]}
 }
 
-// announce tells the other replicas that rec changed. Best effort: a failure is logged.
-func (b *Bridge) announce(ctx context.Context, rec *record.Task, statusChanged bool) {
-	if b.peers == nil {
-		return
-	}
-	flag := "0"
-	if statusChanged {
-		flag = "1"
-	}
-	b.notifyPeers(ctx, "t "+rec.ID+" "+flag, rec.ID)
-}
-
-// announceAnswer tells the other replicas that an input of a task was answered.
-func (b *Bridge) announceAnswer(ctx context.Context, taskID, key string) {
-	if b.peers == nil || strings.ContainsAny(key, " \n") || len(key) > 1024 {
-		return
-	}
-	b.notifyPeers(ctx, "i "+taskID+" "+key, taskID)
-}
-
-func (b *Bridge) notifyPeers(ctx context.Context, event, taskID string) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.StatusTimeout)
-	defer cancel()
-	if err := b.peers.n.Notify(cctx, notifyChannel, b.peers.self+" "+event); err != nil {
-		b.log.Warn().Err(err).Str("task", taskID).Msg("notify peers failed")
-	}
-}
-
 // startBackground starts the owned background loops: the peer listener (shared stores),
 // the TTL purge, the orphan sweep and the heartbeat of hosted tasks run here (shared stores).
 func (b *Bridge) startBackground(context.Context) error {
-	if b.peers != nil {
+	if b.reg.peers != nil {
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
-			if err := b.peers.n.Listen(b.ctx, notifyChannel, b.onPeerEvent); err != nil {
+			if err := b.reg.peers.n.Listen(b.ctx, notifyChannel, b.onPeerEvent); err != nil {
 				b.log.Error().Err(err).Msg("listening for peer events failed; other replicas' changes arrive by polling only")
 			}
 		}()
@@ -130,17 +102,14 @@ func (b *Bridge) loop(d time.Duration, fn func(context.Context)) {
 // AuditRetention; and sessions not seen for SessionRetention (closed or idle) go. Every
 // replica may run it; it is idempotent.
 func (b *Bridge) purge(ctx context.Context) {
-	now := b.cfg.Now()
-	p, d, err := b.st.PurgeExpired(ctx, now, b.cfg.AuditRetention)
+	p, d, n, err := b.reg.purge(ctx, b.cfg.AuditRetention, b.cfg.Now().Add(-b.cfg.SessionRetention))
 	if err != nil {
-		b.log.Warn().Err(err).Msg("ttl purge failed")
-	} else if p+d > 0 {
+		b.log.Warn().Err(err).Msg("purge failed")
+	}
+	if p+d > 0 {
 		b.log.Info().Int("purged", p).Int("deleted", d).Msg("ttl purge")
 	}
-	n, err := b.st.PurgeSessions(ctx, now.Add(-b.cfg.SessionRetention))
-	if err != nil {
-		b.log.Warn().Err(err).Msg("session purge failed")
-	} else if n > 0 {
+	if n > 0 {
 		b.log.Info().Int("sessions", n).Msg("session purge")
 	}
 }
@@ -151,7 +120,7 @@ func (b *Bridge) intentGrace() time.Duration { return b.cfg.CreateTimeout + 5*ti
 
 // sweepIntents fails the orphaned intents of dead replicas (outcome unknown).
 func (b *Bridge) sweepIntents(ctx context.Context) {
-	recs, err := b.st.ListActive(ctx)
+	recs, err := b.reg.listActive(ctx)
 	if err != nil {
 		b.log.Warn().Err(err).Msg("intent sweep: list active failed")
 		return
@@ -180,11 +149,11 @@ func (b *Bridge) beatHosted(ctx context.Context) {
 	}
 	b.fb.mu.Unlock()
 	for _, id := range ids {
-		rec, err := b.st.GetTask(ctx, id)
+		rec, err := b.reg.get(ctx, id)
 		if err != nil {
 			continue // finished and purged, or the store is down: the next beat retries
 		}
-		if _, err := b.updateRecord(ctx, rec, func(r *record.Task) bool {
+		if _, err := b.reg.update(ctx, rec, func(r *record.Task) bool {
 			if r.Status.Terminal() || r.Mode != record.ModeHost {
 				return false
 			}
@@ -213,7 +182,7 @@ func (b *Bridge) orphan(rec *record.Task) bool {
 	if rec.Status.Terminal() || (rec.Mode == record.ModeTranslate && rec.UpstreamTaskID != "") {
 		return false
 	}
-	if b.peers == nil {
+	if b.reg.peers == nil {
 		return true
 	}
 	now := b.cfg.Now()
@@ -233,7 +202,7 @@ func (b *Bridge) failOrphans(ctx context.Context, recs []*record.Task) error {
 		if !b.orphan(rec) {
 			continue
 		}
-		_, err := b.updateRecord(ctx, rec, func(r *record.Task) bool {
+		_, err := b.reg.update(ctx, rec, func(r *record.Task) bool {
 			if !b.orphan(r) {
 				return false
 			}
@@ -260,7 +229,7 @@ func (b *Bridge) onPeerEvent(payload string) {
 		return
 	}
 	f := strings.SplitN(payload, " ", 4)
-	if len(f) != 4 || f[0] == b.peers.self {
+	if len(f) != 4 || f[0] == b.reg.peers.self {
 		return
 	}
 	b.mu.Lock()
@@ -287,17 +256,12 @@ func (b *Bridge) onPeerEvent(payload string) {
 
 // peerChanged applies a record change made by another replica.
 func (b *Bridge) peerChanged(ctx context.Context, id string, statusChanged bool) {
-	rec, err := b.st.GetTask(ctx, id)
+	rec, err := b.reg.get(ctx, id)
 	if err != nil {
 		return
 	}
-	if finished(rec) {
-		c := *rec
-		b.terminal.Add(id, &c)
-	}
-	b.mu.Lock()
-	t := b.trackers[id]
-	b.mu.Unlock()
+	b.reg.cacheFinished(rec)
+	t := b.reg.tracker(id)
 	if t != nil && t.adopt(rec) && rec.Status == record.StatusInputRequired {
 		b.deliverInputs(ctx, t)
 	}
@@ -309,9 +273,7 @@ func (b *Bridge) peerChanged(ctx context.Context, id string, statusChanged bool)
 // peerAnswered stops counting an input against this replica's streams' timeout once
 // another replica received its answer, and polls soon.
 func (b *Bridge) peerAnswered(taskID, key string) {
-	b.mu.Lock()
-	t := b.trackers[taskID]
-	b.mu.Unlock()
+	t := b.reg.tracker(taskID)
 	if t == nil {
 		return
 	}
@@ -325,13 +287,7 @@ func (b *Bridge) peerAnswered(taskID, key string) {
 
 // resync re-reads every tracked record after a (re)subscription.
 func (b *Bridge) resync() {
-	b.mu.Lock()
-	ts := make([]*tracker, 0, len(b.trackers))
-	for _, t := range b.trackers {
-		ts = append(ts, t)
-	}
-	b.mu.Unlock()
-	for _, t := range ts {
+	for _, t := range b.reg.allTrackers() {
 		t.nudge()
 	}
 }

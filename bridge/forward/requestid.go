@@ -27,7 +27,7 @@ var errRequestIDBusy = jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
 // record, not stored yet) is a retry of it: same tool and arguments, not expired. An
 // earlier task that does not qualify loses the request id, and ok is false.
 func (b *Bridge) earlierTask(ctx context.Context, rec *record.Task) (prev *record.Task, ok bool, err error) {
-	prev, err = b.st.FindTaskByRequest(ctx, rec.SessionID, rec.RequestID)
+	prev, err = b.reg.findByRequest(ctx, rec.SessionID, rec.RequestID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, false, nil
 	}
@@ -38,7 +38,7 @@ func (b *Bridge) earlierTask(ctx context.Context, rec *record.Task) (prev *recor
 		return prev, true, nil
 	}
 	b.log.Info().Str("task", prev.ID).Msg("request id reused by the session for another call: a new task starts")
-	if err := b.st.ReleaseRequestID(ctx, prev.ID, rec.RequestID); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := b.reg.releaseRequestID(ctx, prev.ID, rec.RequestID); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, false, err
 	}
 	return nil, false, nil
@@ -59,7 +59,7 @@ func (b *Bridge) sameCall(prev, rec *record.Task) bool {
 // racedRequest answers a create whose insert conflicted on the request id: the task of a
 // concurrent copy of the same call, or errRequestIDBusy when a different call took the id.
 func (b *Bridge) racedRequest(ctx context.Context, rec *record.Task) (*record.Task, error) {
-	prev, err := b.st.FindTaskByRequest(ctx, rec.SessionID, rec.RequestID)
+	prev, err := b.reg.findByRequest(ctx, rec.SessionID, rec.RequestID)
 	if err != nil {
 		return nil, err
 	}

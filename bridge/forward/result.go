@@ -83,7 +83,7 @@ func (b *Bridge) awaitStored(ctx context.Context, rec *record.Task, out legacy.S
 		case <-done:
 			done = nil
 		}
-		cur, err := b.st.GetTask(ctx, rec.ID)
+		cur, err := b.reg.get(ctx, rec.ID)
 		if err != nil {
 			return nil, err
 		}

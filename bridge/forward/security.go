@@ -2,7 +2,6 @@ package forward
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -96,39 +95,43 @@ func (b *Bridge) replay(prev *record.Task, tool, hash string) ([]byte, error) {
 // retry gets this task back. The protocol status never changes (a terminal status is
 // final); note is kept in OutcomeDetail for the audit trail.
 func Reconcile(ctx context.Context, st store.Store, taskID string, ran bool, note string, now time.Time) (*record.Task, error) {
-	for range 8 {
-		rec, err := st.GetTask(ctx, taskID)
-		if err != nil {
-			return nil, err
-		}
-		if rec.Outcome != record.OutcomeUnknown {
-			return nil, fmt.Errorf("task %s: outcome is %q, not unknown: nothing to reconcile", taskID, rec.Outcome)
-		}
-		if !rec.Status.Terminal() {
-			return nil, fmt.Errorf("task %s is still %s: wait until it ends", taskID, rec.Status)
-		}
-		verdict := "did not run"
-		rec.Outcome = record.OutcomeFailed
-		if ran {
-			verdict, rec.Outcome = "ran", record.OutcomeSucceeded
-		}
-		rec.OutcomeDetail = strings.TrimSpace(fmt.Sprintf("reconciled %s at %s: %s; %s",
-			verdict, now.UTC().Format(time.RFC3339), note, rec.OutcomeDetail))
-		rec.LastUpdatedAt = now.UTC()
-		err = st.UpdateTask(ctx, rec)
-		if errors.Is(err, store.ErrConflict) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if !ran && rec.IdempotencyKey != "" {
-			if err := st.ReleaseIdempotencyKey(ctx, rec.ID); err != nil {
-				return nil, err
-			}
-			rec.IdempotencyKey = ""
-		}
-		return rec, nil
+	reg := &registry{st: st, now: func() time.Time { return now }, terminal: newTerminalCache()} // no peers: a CLI, not a replica
+	rec, err := reg.get(ctx, taskID)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("task %s: too many concurrent updates", taskID)
+	var refused error
+	rec, err = reg.update(ctx, rec, func(r *record.Task) bool {
+		switch {
+		case r.Outcome != record.OutcomeUnknown:
+			refused = fmt.Errorf("task %s: outcome is %q, not unknown: nothing to reconcile", taskID, r.Outcome)
+			return false
+		case !r.Status.Terminal():
+			refused = fmt.Errorf("task %s is still %s: wait until it ends", taskID, r.Status)
+			return false
+		}
+		refused = nil
+		verdict := "did not run"
+		r.Outcome = record.OutcomeFailed
+		if ran {
+			verdict, r.Outcome = "ran", record.OutcomeSucceeded
+		}
+		r.OutcomeDetail = strings.TrimSpace(fmt.Sprintf("reconciled %s at %s: %s; %s",
+			verdict, now.UTC().Format(time.RFC3339), note, r.OutcomeDetail))
+		r.LastUpdatedAt = now.UTC()
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	if refused != nil {
+		return nil, refused
+	}
+	if !ran && rec.IdempotencyKey != "" {
+		if err := reg.releaseKey(ctx, rec.ID); err != nil {
+			return nil, err
+		}
+		rec.IdempotencyKey = ""
+	}
+	return rec, nil
 }

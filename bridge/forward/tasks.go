@@ -31,7 +31,7 @@ func taskIDParam(req *jsonrpc.Message) (string, error) {
 
 // load returns the caller's record for id, or errmap.ErrTaskNotFound.
 func (b *Bridge) load(ctx context.Context, sess *legacy.Session, id string) (*record.Task, error) {
-	rec, err := b.record(ctx, id)
+	rec, err := b.reg.fresh(ctx, id)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, errmap.ErrTaskNotFound
@@ -43,38 +43,6 @@ func (b *Bridge) load(ctx context.Context, sess *legacy.Session, id string) (*re
 	}
 	if exp, ok := rec.ExpiresAt(); ok && b.cfg.Now().After(exp) {
 		return nil, errmap.ErrTaskNotFound
-	}
-	return rec, nil
-}
-
-// record returns the freshest copy of a record this process has: a live tracker's, the
-// terminal cache's, or the store's.
-func (b *Bridge) record(ctx context.Context, id string) (*record.Task, error) {
-	b.mu.Lock()
-	t := b.trackers[id]
-	b.mu.Unlock()
-	if t != nil && b.peers != nil {
-		// Replicas: another one may have changed the record (a cancel) a moment ago and its
-		// event not have arrived yet; the store is the truth (read-your-writes across
-		// replicas). The tracker adopts what is newer.
-		if rec, err := b.st.GetTask(ctx, id); err == nil {
-			t.adopt(rec)
-		}
-	}
-	if t != nil {
-		return t.snapshot(), nil
-	}
-	if rec, ok := b.terminal.Get(id); ok {
-		c := *rec
-		return &c, nil
-	}
-	rec, err := b.st.GetTask(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if finished(rec) {
-		c := *rec
-		b.terminal.Add(id, &c)
 	}
 	return rec, nil
 }
@@ -110,7 +78,7 @@ func (b *Bridge) createTask(ctx context.Context, sess *legacy.Session, req *json
 	}
 	rec.IdempotencyKey = key
 	if key != "" {
-		if prev, err := b.st.FindTaskByIdempotencyKey(ctx, own, key); err == nil {
+		if prev, err := b.reg.findByKey(ctx, own, key); err == nil {
 			return b.replay(prev, rec.Tool, rec.ArgsHash)
 		}
 	}
@@ -120,14 +88,14 @@ func (b *Bridge) createTask(ctx context.Context, sess *legacy.Session, req *json
 	}
 	defer release() // the slot covers the create call; the task then runs upstream
 	noteRoute(ctx, "translate")
-	if err := b.st.CreateTask(ctx, rec); err != nil {
+	if err := b.reg.create(ctx, rec); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			if prev, err2 := b.racedRequest(ctx, rec); err2 == nil {
 				return createResult(prev)
 			} else if errors.Is(err2, errRequestIDBusy) {
 				return nil, err2
 			}
-			if prev, err2 := b.st.FindTaskByIdempotencyKey(ctx, own, key); key != "" && err2 == nil {
+			if prev, err2 := b.reg.findByKey(ctx, own, key); key != "" && err2 == nil {
 				return b.replay(prev, rec.Tool, rec.ArgsHash)
 			}
 		}
@@ -211,8 +179,8 @@ func (b *Bridge) settleCreate(ctx context.Context, rec *record.Task, oc *sep2663
 		applyObservation(rec, obs)
 	}
 	rec.LastUpdatedAt = b.cfg.Now().UTC()
-	b.capResult(rec)
-	if err := b.st.UpdateTask(ctx, rec); err != nil {
+	b.reg.capResult(rec)
+	if err := b.reg.write(ctx, rec); err != nil {
 		return fmt.Errorf("store upstream answer: %w", err)
 	}
 	return nil
@@ -249,7 +217,7 @@ func (b *Bridge) failCreate(ctx context.Context, rec *record.Task, err error) er
 		je = jsonrpc.NewError(jsonrpc.CodeUpstream, errmap.Class(err)).
 			WithData(map[string]any{"retryable": false, "outcome": "unknown"})
 	}
-	if uerr := b.st.UpdateTask(ctx, rec); uerr != nil {
+	if uerr := b.reg.write(ctx, rec); uerr != nil {
 		b.log.Error().Err(uerr).Str("task", rec.ID).Msg("store failed create")
 	}
 	return je
@@ -261,7 +229,7 @@ func (b *Bridge) releaseKey(ctx context.Context, rec *record.Task) {
 	if rec.IdempotencyKey == "" {
 		return
 	}
-	if err := b.st.ReleaseIdempotencyKey(ctx, rec.ID); err != nil {
+	if err := b.reg.releaseKey(ctx, rec.ID); err != nil {
 		b.log.Error().Err(err).Str("task", rec.ID).Msg("release idempotency key")
 		return
 	}
@@ -307,7 +275,7 @@ func (b *Bridge) tasksList(ctx context.Context, sess *legacy.Session, req *jsonr
 		return nil, errmap.ErrTaskNotFound
 	}
 	n := b.cfg.ListPageSize
-	recs, err := b.st.ListTasks(ctx, own, after, n+1)
+	recs, err := b.reg.list(ctx, own, after, n+1)
 	if err != nil {
 		return nil, err
 	}
@@ -324,7 +292,7 @@ func (b *Bridge) tasksList(ctx context.Context, sess *legacy.Session, req *jsonr
 		// The page was just read from the store; only a tracker here may hold a newer copy
 		// (a poll not written yet is impossible: trackers write through), so no per-row
 		// re-read: a page is one query.
-		if t := b.liveTracker(rec.ID); t != nil {
+		if t := b.reg.tracker(rec.ID); t != nil {
 			if live := t.snapshot(); live.Version > rec.Version {
 				rec = live
 			}
@@ -376,7 +344,7 @@ func (b *Bridge) tasksCancel(ctx context.Context, sess *legacy.Session, req *jso
 	if t := b.track(rec); t != nil {
 		rec, err = t.update(ctx, cancelled)
 	} else {
-		rec, err = b.updateRecord(ctx, rec, cancelled)
+		rec, err = b.reg.update(ctx, rec, cancelled)
 	}
 	if err != nil {
 		return nil, err
@@ -391,34 +359,6 @@ func (b *Bridge) tasksCancel(ctx context.Context, sess *legacy.Session, req *jso
 
 func cannotCancel(s record.Status) error {
 	return jsonrpc.NewError(jsonrpc.CodeInvalidParams, fmt.Sprintf("Cannot cancel task: already in terminal status '%s'", s))
-}
-
-// updateRecord applies fn to a record with compare-and-swap, re-reading on conflict. fn
-// returns false to leave the record as it is.
-func (b *Bridge) updateRecord(ctx context.Context, rec *record.Task, fn func(*record.Task) bool) (*record.Task, error) {
-	for range 8 {
-		c := *rec
-		if !fn(&c) {
-			return &c, nil
-		}
-		b.capResult(&c)
-		err := b.st.UpdateTask(ctx, &c)
-		if err == nil {
-			b.announce(ctx, &c, c.Status != rec.Status)
-			if finished(&c) {
-				cc := c
-				b.terminal.Add(c.ID, &cc)
-			}
-			return &c, nil
-		}
-		if !errors.Is(err, store.ErrConflict) {
-			return nil, err
-		}
-		if rec, err = b.st.GetTask(ctx, rec.ID); err != nil {
-			return nil, err
-		}
-	}
-	return nil, fmt.Errorf("task %s: too many concurrent updates", rec.ID)
 }
 
 // withoutKey returns a JSON object without one top-level key; other members keep their
@@ -442,11 +382,4 @@ func applyObservation(rec *record.Task, obs mapping.Observation) {
 		rec.Error = obs.Error
 		rec.Outcome = obs.Outcome
 	}
-}
-
-// liveTracker returns this process's tracker for a task, or nil.
-func (b *Bridge) liveTracker(id string) *tracker {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.trackers[id]
 }

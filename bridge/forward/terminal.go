@@ -47,7 +47,7 @@ func (tc *terminalCache) Get(id string) (*record.Task, bool) { return tc.c.Get(i
 // from the store, which holds the payload until the ttl purge.
 func (b *Bridge) terminalPayload(ctx context.Context, rec *record.Task) (json.RawMessage, error) {
 	if len(rec.Result) == 0 && len(rec.Error) == 0 {
-		full, err := b.st.GetTask(ctx, rec.ID)
+		full, err := b.reg.get(ctx, rec.ID)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, errmap.ErrTaskNotFound
 		}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/bridge/internal/errmap"
-	"github.com/taskbridge/taskbridge/bridge/internal/sessions"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/upstream"
 	"github.com/taskbridge/taskbridge/legacy"
@@ -56,7 +55,7 @@ func (b *Bridge) track(rec *record.Task) *tracker {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if t := b.trackers[rec.ID]; t != nil {
+	if t := b.reg.tracker(rec.ID); t != nil {
 		return t
 	}
 	if b.closed {
@@ -64,7 +63,7 @@ func (b *Bridge) track(rec *record.Task) *tracker {
 	}
 	c := *rec
 	t := &tracker{b: b, id: rec.ID, rec: &c, changed: make(chan struct{}), wake: make(chan struct{}, 1)}
-	b.trackers[rec.ID] = t
+	b.reg.putTracker(t)
 	b.wg.Add(1)
 	go t.run()
 	b.pushChanged() // push.go: listen for the new task too
@@ -140,15 +139,9 @@ func (t *tracker) nextWait() time.Duration {
 // retire removes the tracker once it stops and caches a finished record.
 func (t *tracker) retire() {
 	rec := t.snapshot()
-	t.b.mu.Lock()
-	if t.b.trackers[t.id] == t {
-		delete(t.b.trackers, t.id)
-	}
-	t.b.mu.Unlock()
+	t.b.reg.dropTracker(t)
 	t.b.pushChanged()
-	if finished(rec) {
-		t.b.terminal.Add(t.id, rec)
-	}
+	t.b.reg.cacheFinished(rec)
 }
 
 // refresh returns the record, polling upstream first when the last poll is older than the
@@ -370,7 +363,7 @@ func (t *tracker) update(ctx context.Context, fn func(*record.Task) bool) (*reco
 	cur := t.rec
 	t.mu.Unlock()
 	before := cur.Status
-	rec, err := t.b.updateRecord(ctx, cur, fn)
+	rec, err := t.b.reg.update(ctx, cur, fn)
 	if err != nil {
 		return nil, err
 	}
@@ -400,18 +393,14 @@ func (b *Bridge) pushStatus(rec *record.Task) {
 // session loads a session record (nil when unknown: its envelope then carries no
 // clientInfo, and capabilities default to the tasks extension only).
 func (b *Bridge) session(ctx context.Context, id string) (*legacy.Session, error) {
-	s, err := b.st.GetSession(ctx, id)
-	if err != nil {
-		return &legacy.Session{ID: id}, err
-	}
-	return sessions.FromRecord(s), nil
+	return b.reg.session(ctx, id)
 }
 
 // resume restarts watching every unfinished task after a restart. An intent with no
 // upstream id is an operation whose fate cannot be known: it is failed with an unknown
 // outcome and never re-run.
 func (b *Bridge) resume(ctx context.Context) error {
-	recs, err := b.st.ListActive(ctx)
+	recs, err := b.reg.listActive(ctx)
 	if err != nil {
 		return err
 	}
@@ -430,7 +419,7 @@ func (b *Bridge) resume(ctx context.Context) error {
 // Only records older than minAge are taken, so a cancel in flight on a live replica is left
 // to it.
 func (b *Bridge) settle(ctx context.Context, minAge time.Duration) {
-	recs, err := b.st.ListUnsettled(ctx)
+	recs, err := b.reg.listUnsettled(ctx)
 	if err != nil {
 		b.log.Warn().Err(err).Msg("list unsettled tasks failed")
 		return
@@ -439,10 +428,7 @@ func (b *Bridge) settle(ctx context.Context, minAge time.Duration) {
 		if rec.Mode != record.ModeTranslate || b.cfg.Now().Sub(rec.LastUpdatedAt) < minAge {
 			continue
 		}
-		b.mu.Lock()
-		watched := b.trackers[rec.ID] != nil
-		b.mu.Unlock()
-		if watched {
+		if b.reg.tracker(rec.ID) != nil {
 			continue
 		}
 		if rec.Status == record.StatusCancelled {
