@@ -11,6 +11,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/store/internal/sqlrec"
 )
 
 // PutInputs inserts the inputs that do not exist yet, in one transaction. ErrNotFound when
@@ -21,12 +22,9 @@ func (s *Store) PutInputs(ctx context.Context, in []record.Input) error {
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		for _, x := range in {
-			_, err := tx.Exec(ctx, `INSERT INTO inputs
-				(task_id, key, method, params, request_id, delivered_at, response, answered_at, forwarded_at)
+			_, err := tx.Exec(ctx, `INSERT INTO inputs (`+sqlrec.InputColumns+`)
 				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-				ON CONFLICT (task_id, key) DO NOTHING`,
-				x.TaskID, x.Key, x.Method, rawArg(x.Params), x.RequestID, nullMs(x.DeliveredAt),
-				rawArg(x.Response), nullMs(x.AnsweredAt), nullMs(x.ForwardedAt))
+				ON CONFLICT (task_id, key) DO NOTHING`, sqlrec.InputArgs(x)...)
 			if err != nil {
 				return fmt.Errorf("input %s/%s: %w", x.TaskID, x.Key, mapErr(err))
 			}
@@ -39,48 +37,16 @@ func (s *Store) PutInputs(ctx context.Context, in []record.Input) error {
 	return nil
 }
 
-const inputColumns = `task_id, key, method, params, request_id, delivered_at, response, answered_at, forwarded_at`
-
-func scanInput(row pgx.Row) (record.Input, error) {
-	var (
-		in                   record.Input
-		params, resp         []byte
-		deliv, answ, forward *int64
-	)
-	if err := row.Scan(&in.TaskID, &in.Key, &in.Method, &params, &in.RequestID, &deliv, &resp, &answ, &forward); err != nil {
-		return in, err
-	}
-	in.Params, in.Response = rawOf(params), rawOf(resp)
-	in.DeliveredAt, in.AnsweredAt, in.ForwardedAt = timePtr(deliv), timePtr(answ), timePtr(forward)
-	return in, nil
-}
-
 // ListInputs returns the task's inputs in key order.
 func (s *Store) ListInputs(ctx context.Context, taskID string) ([]record.Input, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+inputColumns+` FROM inputs WHERE task_id = $1 ORDER BY key`, taskID)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list inputs: %w", err)
-	}
-	defer rows.Close()
-	var out []record.Input
-	for rows.Next() {
-		in, err := scanInput(rows)
-		if err != nil {
-			return nil, fmt.Errorf("postgres: list inputs: %w", err)
-		}
-		out = append(out, in)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("postgres: list inputs: %w", err)
-	}
-	return out, nil
+	return query(ctx, s, "list inputs", sqlrec.ScanInput, `SELECT `+sqlrec.InputColumns+` FROM inputs WHERE task_id = $1 ORDER BY key`, taskID)
 }
 
 // MarkInputDelivered records a delivery under requestID, replacing an earlier one.
 // ErrConflict when another input holds requestID.
 func (s *Store) MarkInputDelivered(ctx context.Context, taskID, key, requestID string, at time.Time) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE inputs SET request_id = $1, delivered_at = $2
-		WHERE task_id = $3 AND key = $4 AND request_id = ''`, requestID, msOf(at), taskID, key)
+		WHERE task_id = $3 AND key = $4 AND request_id = ''`, requestID, sqlrec.Ms(at), taskID, key)
 	if err != nil {
 		return fmt.Errorf("postgres: mark input delivered: %w", mapErr(err))
 	}
@@ -97,7 +63,7 @@ func (s *Store) MarkInputDelivered(ctx context.Context, taskID, key, requestID s
 
 // FindInputByRequestID returns the input delivered under requestID, or ErrNotFound.
 func (s *Store) FindInputByRequestID(ctx context.Context, requestID string) (*record.Input, error) {
-	in, err := scanInput(s.pool.QueryRow(ctx, `SELECT `+inputColumns+` FROM inputs
+	in, err := sqlrec.ScanInput(s.pool.QueryRow(ctx, `SELECT `+sqlrec.InputColumns+` FROM inputs
 		WHERE request_id = $1 AND request_id <> ''`, requestID))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: find input by request id: %w", mapErr(err))
@@ -110,7 +76,7 @@ func (s *Store) FindInputByRequestID(ctx context.Context, requestID string) (*re
 // condition, so exactly one answer wins across every replica.
 func (s *Store) AnswerInput(ctx context.Context, taskID, key string, resp json.RawMessage, at time.Time) (bool, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE inputs SET response = $1, answered_at = $2
-		WHERE task_id = $3 AND key = $4 AND answered_at IS NULL`, rawArg(resp), msOf(at), taskID, key)
+		WHERE task_id = $3 AND key = $4 AND answered_at IS NULL`, sqlrec.Raw(resp), sqlrec.Ms(at), taskID, key)
 	if err != nil {
 		return false, fmt.Errorf("postgres: answer input: %w", mapErr(err))
 	}
@@ -132,5 +98,5 @@ func (s *Store) AnswerInput(ctx context.Context, taskID, key string, resp json.R
 func (s *Store) MarkInputForwarded(ctx context.Context, taskID, key string, at time.Time) error {
 	return s.execOne(ctx, "mark input forwarded",
 		`UPDATE inputs SET forwarded_at = COALESCE(forwarded_at, $1) WHERE task_id = $2 AND key = $3`,
-		msOf(at), taskID, key)
+		sqlrec.Ms(at), taskID, key)
 }

@@ -13,7 +13,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -170,41 +169,4 @@ func mapErr(err error) error {
 		}
 	}
 	return err
-}
-
-// Conversions between Go values and columns.
-
-func msOf(t time.Time) int64 { return t.UnixMilli() }
-
-func timeOf(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
-
-func nullMs(t *time.Time) *int64 {
-	if t == nil {
-		return nil
-	}
-	v := t.UnixMilli()
-	return &v
-}
-
-func timePtr(ms *int64) *time.Time {
-	if ms == nil {
-		return nil
-	}
-	t := timeOf(*ms)
-	return &t
-}
-
-// rawArg passes JSON through as its exact bytes, or NULL when empty.
-func rawArg(b json.RawMessage) any {
-	if len(b) == 0 {
-		return nil
-	}
-	return []byte(b)
-}
-
-func rawOf(b []byte) json.RawMessage {
-	if len(b) == 0 {
-		return nil
-	}
-	return json.RawMessage(b)
 }

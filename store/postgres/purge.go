@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/taskbridge/taskbridge/record"
+	"github.com/taskbridge/taskbridge/store/internal/sqlrec"
 )
 
 // terminalIn is the SQL list of terminal statuses.
@@ -37,7 +38,7 @@ func (s *Store) ReleaseRequestID(ctx context.Context, id, requestID string) erro
 // PurgeExpired deletes payloads after the ttl and whole records after the retention, in
 // one transaction.
 func (s *Store) PurgeExpired(ctx context.Context, now time.Time, retention time.Duration) (purged, deleted int, err error) {
-	nowMs, cutMs := msOf(now), msOf(now.Add(-retention))
+	nowMs, cutMs := sqlrec.Ms(now), sqlrec.Ms(now.Add(-retention))
 	expired := `ttl_ms IS NOT NULL AND created_at + ttl_ms < $1 AND status IN ` + terminalIn
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM inputs WHERE task_id IN (SELECT id FROM tasks WHERE `+expired+`)`, nowMs); err != nil {
@@ -65,7 +66,7 @@ func (s *Store) PurgeExpired(ctx context.Context, now time.Time, retention time.
 
 // PurgeSessions deletes the sessions last seen before before.
 func (s *Store) PurgeSessions(ctx context.Context, before time.Time) (int, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM sessions WHERE last_seen_at < $1`, msOf(before))
+	tag, err := s.pool.Exec(ctx, `DELETE FROM sessions WHERE last_seen_at < $1`, sqlrec.Ms(before))
 	if err != nil {
 		return 0, fmt.Errorf("postgres: purge sessions: %w", mapErr(err))
 	}

@@ -4,122 +4,57 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/store/internal/sqlrec"
 )
 
 // ListSessions returns the sessions last seen at or after since, most recently seen first.
 func (s *Store) ListSessions(ctx context.Context, since time.Time) ([]*record.Session, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, protocol_version, client_info, client_capabilities,
-		principal, created_at, last_seen_at, closed FROM sessions WHERE last_seen_at >= $1
-		ORDER BY last_seen_at DESC, id DESC`, msOf(since))
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list sessions: %w", err)
-	}
-	defer rows.Close()
-	var out []*record.Session
-	for rows.Next() {
-		var (
-			se             record.Session
-			info, caps     []byte
-			created, lastS int64
-		)
-		if err := rows.Scan(&se.ID, &se.ProtocolVersion, &info, &caps, &se.Principal, &created, &lastS, &se.Closed); err != nil {
-			return nil, fmt.Errorf("postgres: list sessions: %w", err)
-		}
-		se.ClientInfo, se.ClientCapabilities = rawOf(info), rawOf(caps)
-		se.CreatedAt, se.LastSeenAt = timeOf(created), timeOf(lastS)
-		out = append(out, &se)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("postgres: list sessions: %w", err)
-	}
-	return out, nil
+	return query(ctx, s, "list sessions", sqlrec.ScanSession, `SELECT `+sqlrec.SessionColumns+` FROM sessions
+		WHERE last_seen_at >= $1 ORDER BY last_seen_at DESC, id DESC`, sqlrec.Ms(since))
 }
 
 // QueryTasks returns up to q.Limit tasks matching q, newest first.
 func (s *Store) QueryTasks(ctx context.Context, q store.TaskQuery) ([]*record.Task, error) {
-	var (
-		where []string
-		args  []any
-	)
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, fmt.Sprintf(cond, len(args)))
-	}
-	if q.Owner != "" {
-		add("owner = $%d", q.Owner)
-	}
-	if q.SessionID != "" {
-		add("session_id = $%d", q.SessionID)
-	}
-	if q.Status != "" {
-		add("status = $%d", string(q.Status))
-	}
-	query := `SELECT ` + taskColumns + ` FROM tasks`
-	if len(where) > 0 {
-		query += ` WHERE ` + strings.Join(where, " AND ")
-	}
+	where, args := sqlrec.TaskQuery(q, func(n int) string { return "$" + strconv.Itoa(n) })
 	var lim *int // NULL: LIMIT ALL
 	if q.Limit > 0 {
 		lim = &q.Limit
 	}
 	args = append(args, lim)
-	query += fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT $%d`, len(args))
-	return s.listTasks(ctx, "query tasks", query, args...)
+	return s.listTasks(ctx, "query tasks", `SELECT `+sqlrec.TaskColumns+` FROM tasks`+where+
+		` ORDER BY created_at DESC, id DESC LIMIT $`+strconv.Itoa(len(args)), args...)
 }
 
 // CountTasksByDay counts tasks created at or after since, per UTC day (created_at is
 // milliseconds since the epoch, so a day is created_at / 86400000).
 func (s *Store) CountTasksByDay(ctx context.Context, since time.Time) ([]store.DayCount, error) {
-	rows, err := s.pool.Query(ctx, `SELECT created_at / 86400000 AS day, COUNT(*) FROM tasks
-		WHERE created_at >= $1 GROUP BY day ORDER BY day`, msOf(since))
-	if err != nil {
-		return nil, fmt.Errorf("postgres: count tasks by day: %w", err)
-	}
-	defer rows.Close()
-	var out []store.DayCount
-	for rows.Next() {
-		var day, n int64
-		if err := rows.Scan(&day, &n); err != nil {
-			return nil, fmt.Errorf("postgres: count tasks by day: %w", err)
-		}
-		out = append(out, store.DayCount{Day: time.UnixMilli(day * 86400000).UTC(), Count: int(n)})
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("postgres: count tasks by day: %w", err)
-	}
-	return out, nil
+	return query(ctx, s, "count tasks by day", sqlrec.ScanDayCount, `SELECT created_at / 86400000 AS day, COUNT(*) FROM tasks
+		WHERE created_at >= $1 GROUP BY day ORDER BY day`, sqlrec.Ms(since))
 }
 
 // CountTasksBySession counts tasks created at or after since, per session and mode.
 func (s *Store) CountTasksBySession(ctx context.Context, since time.Time) ([]store.SessionTaskCount, error) {
-	rows, err := s.pool.Query(ctx, `SELECT session_id, mode, COUNT(*) FROM tasks
-		WHERE created_at >= $1 GROUP BY session_id, mode ORDER BY session_id, mode`, msOf(since))
+	return query(ctx, s, "count tasks", sqlrec.ScanSessionTaskCount, `SELECT session_id, mode, COUNT(*) FROM tasks
+		WHERE created_at >= $1 GROUP BY session_id, mode ORDER BY session_id, mode`, sqlrec.Ms(since))
+}
+
+// query runs a read and scans every row with scan.
+func query[T any](ctx context.Context, s *Store, what string, scan func(sqlrec.Row) (T, error), q string, args ...any) ([]T, error) {
+	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: count tasks: %w", err)
+		return nil, fmt.Errorf("postgres: %s: %w", what, mapErr(err))
 	}
 	defer rows.Close()
-	var out []store.SessionTaskCount
-	for rows.Next() {
-		var (
-			c    store.SessionTaskCount
-			mode string
-			n    int64
-		)
-		if err := rows.Scan(&c.SessionID, &mode, &n); err != nil {
-			return nil, fmt.Errorf("postgres: count tasks: %w", err)
-		}
-		c.Mode, c.Count = record.Mode(mode), int(n)
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("postgres: count tasks: %w", err)
+	out, err := sqlrec.Collect(rows, scan)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %s: %w", what, err)
 	}
 	return out, nil
 }
@@ -147,53 +82,23 @@ func (s *Store) SummarizeClients(ctx context.Context, since time.Time) ([]store.
 	// One snapshot for both queries.
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, clientSessions+` SELECT name, version, protocol_version, principal,
-			MIN(created_at), MAX(last_seen_at), COUNT(*) FROM s GROUP BY name, version, protocol_version, principal`, msOf(since))
+			MIN(created_at), MAX(last_seen_at), COUNT(*) FROM s GROUP BY name, version, protocol_version, principal`, sqlrec.Ms(since))
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var (
-				c            store.ClientSummary
-				first, lastS int64
-				n            int64
-			)
-			if err := rows.Scan(&c.Name, &c.Version, &c.ProtocolVersion, &c.Principal, &first, &lastS, &n); err != nil {
-				rows.Close()
-				return err
-			}
-			c.FirstSeen, c.LastSeen, c.Sessions, c.Tasks = timeOf(first), timeOf(lastS), int(n), map[record.Mode]int{}
-			out = append(out, c)
-		}
+		out, err = sqlrec.Collect(rows, sqlrec.ScanClientSummary)
 		rows.Close()
-		if err := rows.Err(); err != nil {
+		if err != nil {
 			return err
-		}
-		byKey := map[[4]string]*store.ClientSummary{}
-		for i := range out {
-			c := &out[i]
-			byKey[[4]string{c.Name, c.Version, c.ProtocolVersion, c.Principal}] = c
 		}
 		rows, err = tx.Query(ctx, clientSessions+` SELECT s.name, s.version, s.protocol_version, s.principal,
 			t.mode, COUNT(*) FROM s JOIN tasks t ON t.session_id = s.id WHERE t.created_at >= $1
-			GROUP BY s.name, s.version, s.protocol_version, s.principal, t.mode`, msOf(since))
+			GROUP BY s.name, s.version, s.protocol_version, s.principal, t.mode`, sqlrec.Ms(since))
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			var (
-				k    [4]string
-				mode string
-				n    int64
-			)
-			if err := rows.Scan(&k[0], &k[1], &k[2], &k[3], &mode, &n); err != nil {
-				return err
-			}
-			if c := byKey[k]; c != nil {
-				c.Tasks[record.Mode(mode)] += int(n)
-			}
-		}
-		return rows.Err()
+		return sqlrec.AddClientTasks(out, rows)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: summarize clients: %w", mapErr(err))
@@ -204,7 +109,7 @@ func (s *Store) SummarizeClients(ctx context.Context, since time.Time) ([]store.
 // CountTasksSince counts the tasks created at or after since.
 func (s *Store) CountTasksSince(ctx context.Context, since time.Time) (int, error) {
 	var n int64
-	if err := s.pool.QueryRow(ctx, `SELECT COUNT(*) FROM tasks WHERE created_at >= $1`, msOf(since)).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT COUNT(*) FROM tasks WHERE created_at >= $1`, sqlrec.Ms(since)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("postgres: count tasks: %w", err)
 	}
 	return int(n), nil
@@ -213,28 +118,8 @@ func (s *Store) CountTasksSince(ctx context.Context, since time.Time) (int, erro
 // SummarizeClientDays returns the distinct (client, first day, last day) of the sessions
 // last seen since.
 func (s *Store) SummarizeClientDays(ctx context.Context, since time.Time) ([]store.ClientDays, error) {
-	rows, err := s.pool.Query(ctx, clientSessions+` SELECT DISTINCT name, version, protocol_version, principal,
-		created_at / 86400000, last_seen_at / 86400000 FROM s`, msOf(since))
-	if err != nil {
-		return nil, fmt.Errorf("postgres: summarize client days: %w", mapErr(err))
-	}
-	defer rows.Close()
-	var out []store.ClientDays
-	for rows.Next() {
-		var (
-			c           store.ClientDays
-			first, last int64
-		)
-		if err := rows.Scan(&c.Name, &c.Version, &c.ProtocolVersion, &c.Principal, &first, &last); err != nil {
-			return nil, fmt.Errorf("postgres: summarize client days: %w", err)
-		}
-		c.First, c.Last = timeOf(first*86400000), timeOf(last*86400000)
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("postgres: summarize client days: %w", err)
-	}
-	return out, nil
+	return query(ctx, s, "summarize client days", sqlrec.ScanClientDays, clientSessions+` SELECT DISTINCT name, version, protocol_version, principal,
+		created_at / 86400000, last_seen_at / 86400000 FROM s`, sqlrec.Ms(since))
 }
 
 // Summary counts every session and task.
@@ -248,7 +133,7 @@ func (s *Store) Summary(ctx context.Context) (store.Summary, error) {
 		return sum, fmt.Errorf("postgres: summary: %w", err)
 	}
 	if sum.Sessions > 0 {
-		sum.LastSessionSeen = timeOf(last)
+		sum.LastSessionSeen = sqlrec.Time(last)
 	}
 	// A store of schema version 1 has no heartbeat table (read-only opens accept it).
 	var has bool
@@ -260,7 +145,7 @@ func (s *Store) Summary(ctx context.Context) (store.Summary, error) {
 		err := s.pool.QueryRow(ctx, `SELECT at FROM heartbeat WHERE id = 1`).Scan(&at)
 		switch {
 		case err == nil:
-			sum.Heartbeat = timeOf(at)
+			sum.Heartbeat = sqlrec.Time(at)
 		case !errors.Is(err, pgx.ErrNoRows):
 			return sum, fmt.Errorf("postgres: summary: %w", err)
 		}

@@ -10,15 +10,13 @@ import (
 
 	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/store/internal/sqlrec"
 )
 
 // CreateSession inserts se. ErrConflict when the id exists.
 func (s *Store) CreateSession(ctx context.Context, se *record.Session) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO sessions
-		(id, protocol_version, client_info, client_capabilities, principal, created_at, last_seen_at, closed)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		se.ID, se.ProtocolVersion, rawArg(se.ClientInfo), rawArg(se.ClientCapabilities), se.Principal,
-		msOf(se.CreatedAt), msOf(se.LastSeenAt), se.Closed)
+	_, err := s.pool.Exec(ctx, `INSERT INTO sessions (`+sqlrec.SessionColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, sqlrec.SessionArgs(se)...)
 	if err != nil {
 		return fmt.Errorf("postgres: create session: %w", mapErr(err))
 	}
@@ -27,26 +25,17 @@ func (s *Store) CreateSession(ctx context.Context, se *record.Session) error {
 
 // GetSession returns the session with id, or ErrNotFound.
 func (s *Store) GetSession(ctx context.Context, id string) (*record.Session, error) {
-	var (
-		se             record.Session
-		info, caps     []byte
-		created, lastS int64
-	)
-	err := s.pool.QueryRow(ctx, `SELECT id, protocol_version, client_info, client_capabilities,
-		principal, created_at, last_seen_at, closed FROM sessions WHERE id = $1`, id).
-		Scan(&se.ID, &se.ProtocolVersion, &info, &caps, &se.Principal, &created, &lastS, &se.Closed)
+	se, err := sqlrec.ScanSession(s.pool.QueryRow(ctx, `SELECT `+sqlrec.SessionColumns+` FROM sessions WHERE id = $1`, id))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: get session: %w", mapErr(err))
 	}
-	se.ClientInfo, se.ClientCapabilities = rawOf(info), rawOf(caps)
-	se.CreatedAt, se.LastSeenAt = timeOf(created), timeOf(lastS)
-	return &se, nil
+	return se, nil
 }
 
 // TouchSession moves LastSeenAt forward to at; it never moves it back.
 func (s *Store) TouchSession(ctx context.Context, id string, at time.Time) error {
 	return s.execOne(ctx, "touch session",
-		`UPDATE sessions SET last_seen_at = GREATEST(last_seen_at, $1) WHERE id = $2`, msOf(at), id)
+		`UPDATE sessions SET last_seen_at = GREATEST(last_seen_at, $1) WHERE id = $2`, sqlrec.Ms(at), id)
 }
 
 // CloseSession marks the session closed.
@@ -66,37 +55,10 @@ func (s *Store) execOne(ctx context.Context, what, query string, args ...any) er
 	return nil
 }
 
-const taskColumns = `id, owner, session_id, request_id, idempotency_key, origin, upstream_task_id,
-	mode, tool, args_hash, status, status_message, created_at, last_updated_at, ttl_ms,
-	poll_interval_ms, upstream_poll_ms, result, rpc_error, outcome, outcome_detail,
-	progress_token, version`
-
-func scanTask(row pgx.Row) (*record.Task, error) {
-	var (
-		t                   record.Task
-		created, updated    int64
-		result, rpcErr, tok []byte
-	)
-	err := row.Scan(&t.ID, &t.Owner, &t.SessionID, &t.RequestID, &t.IdempotencyKey, &t.Origin,
-		&t.UpstreamTaskID, &t.Mode, &t.Tool, &t.ArgsHash, &t.Status, &t.StatusMessage,
-		&created, &updated, &t.TTLMs, &t.PollIntervalMs, &t.UpstreamPollMs, &result, &rpcErr,
-		&t.Outcome, &t.OutcomeDetail, &tok, &t.Version)
-	if err != nil {
-		return nil, err
-	}
-	t.CreatedAt, t.LastUpdatedAt = timeOf(created), timeOf(updated)
-	t.Result, t.Error, t.ProgressToken = rawOf(result), rawOf(rpcErr), rawOf(tok)
-	return &t, nil
-}
-
 // CreateTask inserts t and sets t.Version to 1.
 func (s *Store) CreateTask(ctx context.Context, t *record.Task) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO tasks (`+taskColumns+`) VALUES
-		($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, 1)`,
-		t.ID, t.Owner, t.SessionID, t.RequestID, t.IdempotencyKey, t.Origin, t.UpstreamTaskID,
-		t.Mode, t.Tool, t.ArgsHash, t.Status, t.StatusMessage, msOf(t.CreatedAt),
-		msOf(t.LastUpdatedAt), t.TTLMs, t.PollIntervalMs, t.UpstreamPollMs,
-		rawArg(t.Result), rawArg(t.Error), t.Outcome, t.OutcomeDetail, rawArg(t.ProgressToken))
+	_, err := s.pool.Exec(ctx, `INSERT INTO tasks (`+sqlrec.TaskColumns+`) VALUES
+		($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, 1)`, sqlrec.TaskInsertArgs(t)...)
 	if err != nil {
 		return fmt.Errorf("postgres: create task %s: %w", t.ID, mapErr(err))
 	}
@@ -105,7 +67,7 @@ func (s *Store) CreateTask(ctx context.Context, t *record.Task) error {
 }
 
 func (s *Store) getTask(ctx context.Context, what, where string, args ...any) (*record.Task, error) {
-	t, err := scanTask(s.pool.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks WHERE `+where, args...))
+	t, err := sqlrec.ScanTask(s.pool.QueryRow(ctx, `SELECT `+sqlrec.TaskColumns+` FROM tasks WHERE `+where, args...))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %s: %w", what, mapErr(err))
 	}
@@ -136,10 +98,7 @@ func (s *Store) UpdateTask(ctx context.Context, t *record.Task) error {
 		upstream_task_id = $1, mode = $2, status = $3, status_message = $4, last_updated_at = $5,
 		ttl_ms = $6, poll_interval_ms = $7, upstream_poll_ms = $8, result = $9, rpc_error = $10,
 		outcome = $11, outcome_detail = $12, version = version + 1
-		WHERE id = $13 AND version = $14`,
-		t.UpstreamTaskID, t.Mode, t.Status, t.StatusMessage, msOf(t.LastUpdatedAt),
-		t.TTLMs, t.PollIntervalMs, t.UpstreamPollMs, rawArg(t.Result), rawArg(t.Error),
-		t.Outcome, t.OutcomeDetail, t.ID, t.Version)
+		WHERE id = $13 AND version = $14`, sqlrec.TaskUpdateArgs(t)...)
 	if err != nil {
 		return fmt.Errorf("postgres: update task %s: %w", t.ID, mapErr(err))
 	}
@@ -171,24 +130,24 @@ func (s *Store) ListTasks(ctx context.Context, owner string, after *store.Cursor
 		lim = &limit
 	}
 	if after == nil {
-		return s.listTasks(ctx, "list tasks", `SELECT `+taskColumns+` FROM tasks WHERE owner = $1
+		return s.listTasks(ctx, "list tasks", `SELECT `+sqlrec.TaskColumns+` FROM tasks WHERE owner = $1
 			ORDER BY created_at DESC, id DESC LIMIT $2`, owner, lim)
 	}
 	// A row value comparison, so the (owner, created_at, id) index can seek to it.
-	return s.listTasks(ctx, "list tasks", `SELECT `+taskColumns+` FROM tasks
+	return s.listTasks(ctx, "list tasks", `SELECT `+sqlrec.TaskColumns+` FROM tasks
 		WHERE owner = $1 AND (created_at, id) < ($2, $3)
-		ORDER BY created_at DESC, id DESC LIMIT $4`, owner, msOf(after.CreatedAt), after.ID, lim)
+		ORDER BY created_at DESC, id DESC LIMIT $4`, owner, sqlrec.Ms(after.CreatedAt), after.ID, lim)
 }
 
 // ListActive returns every task that is not terminal, oldest first.
 func (s *Store) ListActive(ctx context.Context) ([]*record.Task, error) {
-	return s.listTasks(ctx, "list active tasks", `SELECT `+taskColumns+` FROM tasks
+	return s.listTasks(ctx, "list active tasks", `SELECT `+sqlrec.TaskColumns+` FROM tasks
 		WHERE status IN ($1, $2) ORDER BY created_at, id`, record.StatusWorking, record.StatusInputRequired)
 }
 
 // ListUnsettled returns terminal tasks with an upstream id and a pending outcome.
 func (s *Store) ListUnsettled(ctx context.Context) ([]*record.Task, error) {
-	return s.listTasks(ctx, "list unsettled tasks", `SELECT `+taskColumns+` FROM tasks
+	return s.listTasks(ctx, "list unsettled tasks", `SELECT `+sqlrec.TaskColumns+` FROM tasks
 		WHERE status IN ($1, $2, $3) AND outcome = $4 AND upstream_task_id <> '' ORDER BY created_at, id`,
 		record.StatusCompleted, record.StatusFailed, record.StatusCancelled, record.OutcomePending)
 }
@@ -199,15 +158,8 @@ func (s *Store) listTasks(ctx context.Context, what, query string, args ...any) 
 		return nil, fmt.Errorf("postgres: %s: %w", what, err)
 	}
 	defer rows.Close()
-	var out []*record.Task
-	for rows.Next() {
-		t, err := scanTask(rows)
-		if err != nil {
-			return nil, fmt.Errorf("postgres: %s: %w", what, err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := sqlrec.Collect(rows, sqlrec.ScanTask)
+	if err != nil {
 		return nil, fmt.Errorf("postgres: %s: %w", what, err)
 	}
 	return out, nil

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/record"
+	"github.com/taskbridge/taskbridge/store/internal/sqlrec"
 )
 
 // terminalIn is the SQL list of terminal statuses.
@@ -40,7 +41,7 @@ func (s *Store) PurgeExpired(ctx context.Context, now time.Time, retention time.
 		return 0, 0, fmt.Errorf("sqlite: purge: %w", err)
 	}
 	defer tx.Rollback()
-	nowMs, cutMs := msOf(now), msOf(now.Add(-retention))
+	nowMs, cutMs := sqlrec.Ms(now), sqlrec.Ms(now.Add(-retention))
 	expired := `ttl_ms IS NOT NULL AND created_at + ttl_ms < ? AND status IN ` + terminalIn
 	if _, err := tx.ExecContext(ctx, `DELETE FROM inputs WHERE task_id IN (SELECT id FROM tasks WHERE `+expired+`)`, nowMs); err != nil {
 		return 0, 0, fmt.Errorf("sqlite: purge inputs: %w", err)
@@ -65,7 +66,7 @@ func (s *Store) PurgeExpired(ctx context.Context, now time.Time, retention time.
 
 // PurgeSessions deletes the sessions last seen before before.
 func (s *Store) PurgeSessions(ctx context.Context, before time.Time) (int, error) {
-	res, err := s.w.ExecContext(ctx, `DELETE FROM sessions WHERE last_seen_at < ?`, msOf(before))
+	res, err := s.w.ExecContext(ctx, `DELETE FROM sessions WHERE last_seen_at < ?`, sqlrec.Ms(before))
 	n, err := rowsAffected(res, err)
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: purge sessions: %w", err)

@@ -5,37 +5,23 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/store/internal/sqlrec"
 )
 
 // ListSessions returns the sessions last seen at or after since, most recently seen first.
 func (s *Store) ListSessions(ctx context.Context, since time.Time) ([]*record.Session, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, protocol_version, client_info, client_capabilities,
-		principal, created_at, last_seen_at, closed FROM sessions WHERE last_seen_at >= ?
-		ORDER BY last_seen_at DESC, id DESC`, msOf(since))
+	rows, err := s.r.QueryContext(ctx, `SELECT `+sqlrec.SessionColumns+` FROM sessions WHERE last_seen_at >= ?
+		ORDER BY last_seen_at DESC, id DESC`, sqlrec.Ms(since))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list sessions: %w", err)
 	}
 	defer rows.Close()
-	var out []*record.Session
-	for rows.Next() {
-		var (
-			se             record.Session
-			info, caps     []byte
-			created, lastS int64
-		)
-		if err := rows.Scan(&se.ID, &se.ProtocolVersion, &info, &caps, &se.Principal, &created, &lastS, &se.Closed); err != nil {
-			return nil, fmt.Errorf("sqlite: list sessions: %w", err)
-		}
-		se.ClientInfo, se.ClientCapabilities = rawOf(info), rawOf(caps)
-		se.CreatedAt, se.LastSeenAt = timeOf(created), timeOf(lastS)
-		out = append(out, &se)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := sqlrec.Collect(rows, sqlrec.ScanSession)
+	if err != nil {
 		return nil, fmt.Errorf("sqlite: list sessions: %w", err)
 	}
 	return out, nil
@@ -43,74 +29,38 @@ func (s *Store) ListSessions(ctx context.Context, since time.Time) ([]*record.Se
 
 // QueryTasks returns up to q.Limit tasks matching q, newest first.
 func (s *Store) QueryTasks(ctx context.Context, q store.TaskQuery) ([]*record.Task, error) {
-	var (
-		where []string
-		args  []any
-	)
-	if q.Owner != "" {
-		where, args = append(where, "owner = ?"), append(args, q.Owner)
-	}
-	if q.SessionID != "" {
-		where, args = append(where, "session_id = ?"), append(args, q.SessionID)
-	}
-	if q.Status != "" {
-		where, args = append(where, "status = ?"), append(args, q.Status)
-	}
-	query := `SELECT ` + taskColumns + ` FROM tasks`
-	if len(where) > 0 {
-		query += ` WHERE ` + strings.Join(where, " AND ")
-	}
+	where, args := sqlrec.TaskQuery(q, func(int) string { return "?" })
 	limit := q.Limit
 	if limit <= 0 {
-		limit = -1
+		limit = -1 // SQLite: no limit
 	}
-	query += ` ORDER BY created_at DESC, id DESC LIMIT ?`
-	return s.listTasks(ctx, "query tasks", query, append(args, limit)...)
+	return s.listTasks(ctx, "query tasks", `SELECT `+sqlrec.TaskColumns+` FROM tasks`+where+
+		` ORDER BY created_at DESC, id DESC LIMIT ?`, append(args, limit)...)
 }
 
 // CountTasksByDay counts tasks created at or after since, per UTC day (created_at is
 // milliseconds since the epoch, so a day is created_at / 86400000).
 func (s *Store) CountTasksByDay(ctx context.Context, since time.Time) ([]store.DayCount, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT created_at / 86400000 AS day, COUNT(*) FROM tasks
-		WHERE created_at >= ? GROUP BY day ORDER BY day`, msOf(since))
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: count tasks by day: %w", err)
-	}
-	defer rows.Close()
-	var out []store.DayCount
-	for rows.Next() {
-		var day int64
-		var c store.DayCount
-		if err := rows.Scan(&day, &c.Count); err != nil {
-			return nil, fmt.Errorf("sqlite: count tasks by day: %w", err)
-		}
-		c.Day = time.UnixMilli(day * 86400000).UTC()
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: count tasks by day: %w", err)
-	}
-	return out, nil
+	return query(ctx, s, "count tasks by day", sqlrec.ScanDayCount, `SELECT created_at / 86400000 AS day, COUNT(*) FROM tasks
+		WHERE created_at >= ? GROUP BY day ORDER BY day`, sqlrec.Ms(since))
 }
 
 // CountTasksBySession counts tasks created at or after since, per session and mode.
 func (s *Store) CountTasksBySession(ctx context.Context, since time.Time) ([]store.SessionTaskCount, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT session_id, mode, COUNT(*) FROM tasks
-		WHERE created_at >= ? GROUP BY session_id, mode ORDER BY session_id, mode`, msOf(since))
+	return query(ctx, s, "count tasks", sqlrec.ScanSessionTaskCount, `SELECT session_id, mode, COUNT(*) FROM tasks
+		WHERE created_at >= ? GROUP BY session_id, mode ORDER BY session_id, mode`, sqlrec.Ms(since))
+}
+
+// query runs a read and scans every row with scan.
+func query[T any](ctx context.Context, s *Store, what string, scan func(sqlrec.Row) (T, error), q string, args ...any) ([]T, error) {
+	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: count tasks: %w", err)
+		return nil, fmt.Errorf("sqlite: %s: %w", what, err)
 	}
 	defer rows.Close()
-	var out []store.SessionTaskCount
-	for rows.Next() {
-		var c store.SessionTaskCount
-		if err := rows.Scan(&c.SessionID, &c.Mode, &c.Count); err != nil {
-			return nil, fmt.Errorf("sqlite: count tasks: %w", err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: count tasks: %w", err)
+	out, err := sqlrec.Collect(rows, scan)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %s: %w", what, err)
 	}
 	return out, nil
 }
@@ -138,53 +88,23 @@ func (s *Store) SummarizeClients(ctx context.Context, since time.Time) ([]store.
 	}
 	defer tx.Rollback()
 	rows, err := tx.QueryContext(ctx, clientSessions+` SELECT name, version, protocol_version, principal,
-		MIN(created_at), MAX(last_seen_at), COUNT(*) FROM s GROUP BY name, version, protocol_version, principal`, msOf(since))
+		MIN(created_at), MAX(last_seen_at), COUNT(*) FROM s GROUP BY name, version, protocol_version, principal`, sqlrec.Ms(since))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: summarize clients: %w", err)
 	}
-	byKey := map[[4]string]*store.ClientSummary{}
-	var out []store.ClientSummary
-	for rows.Next() {
-		var (
-			c            store.ClientSummary
-			first, lastS int64
-		)
-		if err := rows.Scan(&c.Name, &c.Version, &c.ProtocolVersion, &c.Principal, &first, &lastS, &c.Sessions); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("sqlite: summarize clients: %w", err)
-		}
-		c.FirstSeen, c.LastSeen, c.Tasks = timeOf(first), timeOf(lastS), map[record.Mode]int{}
-		out = append(out, c)
-	}
+	out, err := sqlrec.Collect(rows, sqlrec.ScanClientSummary)
 	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("sqlite: summarize clients: %w", err)
-	}
-	for i := range out {
-		c := &out[i]
-		byKey[[4]string{c.Name, c.Version, c.ProtocolVersion, c.Principal}] = c
 	}
 	rows, err = tx.QueryContext(ctx, clientSessions+` SELECT s.name, s.version, s.protocol_version, s.principal,
 		t.mode, COUNT(*) FROM s JOIN tasks t ON t.session_id = s.id WHERE t.created_at >= ?1
-		GROUP BY s.name, s.version, s.protocol_version, s.principal, t.mode`, msOf(since))
+		GROUP BY s.name, s.version, s.protocol_version, s.principal, t.mode`, sqlrec.Ms(since))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: summarize client tasks: %w", err)
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var (
-			k    [4]string
-			mode string
-			n    int
-		)
-		if err := rows.Scan(&k[0], &k[1], &k[2], &k[3], &mode, &n); err != nil {
-			return nil, fmt.Errorf("sqlite: summarize client tasks: %w", err)
-		}
-		if c := byKey[k]; c != nil {
-			c.Tasks[record.Mode(mode)] += n
-		}
-	}
-	if err := rows.Err(); err != nil {
+	if err := sqlrec.AddClientTasks(out, rows); err != nil {
 		return nil, fmt.Errorf("sqlite: summarize client tasks: %w", err)
 	}
 	return out, nil
@@ -193,7 +113,7 @@ func (s *Store) SummarizeClients(ctx context.Context, since time.Time) ([]store.
 // CountTasksSince counts the tasks created at or after since.
 func (s *Store) CountTasksSince(ctx context.Context, since time.Time) (int, error) {
 	var n int
-	if err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM tasks WHERE created_at >= ?`, msOf(since)).Scan(&n); err != nil {
+	if err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM tasks WHERE created_at >= ?`, sqlrec.Ms(since)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("sqlite: count tasks: %w", err)
 	}
 	return n, nil
@@ -202,28 +122,8 @@ func (s *Store) CountTasksSince(ctx context.Context, since time.Time) (int, erro
 // SummarizeClientDays returns the distinct (client, first day, last day) of the sessions
 // last seen since.
 func (s *Store) SummarizeClientDays(ctx context.Context, since time.Time) ([]store.ClientDays, error) {
-	rows, err := s.r.QueryContext(ctx, clientSessions+` SELECT DISTINCT name, version, protocol_version, principal,
-		created_at / 86400000, last_seen_at / 86400000 FROM s`, msOf(since))
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: summarize client days: %w", err)
-	}
-	defer rows.Close()
-	var out []store.ClientDays
-	for rows.Next() {
-		var (
-			c           store.ClientDays
-			first, last int64
-		)
-		if err := rows.Scan(&c.Name, &c.Version, &c.ProtocolVersion, &c.Principal, &first, &last); err != nil {
-			return nil, fmt.Errorf("sqlite: summarize client days: %w", err)
-		}
-		c.First, c.Last = timeOf(first*86400000), timeOf(last*86400000)
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: summarize client days: %w", err)
-	}
-	return out, nil
+	return query(ctx, s, "summarize client days", sqlrec.ScanClientDays, clientSessions+` SELECT DISTINCT name, version, protocol_version, principal,
+		created_at / 86400000, last_seen_at / 86400000 FROM s`, sqlrec.Ms(since))
 }
 
 // Summary counts every session and task.
@@ -237,7 +137,7 @@ func (s *Store) Summary(ctx context.Context) (store.Summary, error) {
 		return sum, fmt.Errorf("sqlite: summary: %w", err)
 	}
 	if sum.Sessions > 0 {
-		sum.LastSessionSeen = timeOf(last)
+		sum.LastSessionSeen = sqlrec.Time(last)
 	}
 	// A store of schema version 1 has no heartbeat table (read-only opens accept it).
 	var n int
@@ -249,7 +149,7 @@ func (s *Store) Summary(ctx context.Context) (store.Summary, error) {
 		err := s.r.QueryRowContext(ctx, `SELECT at FROM heartbeat WHERE id = 1`).Scan(&at)
 		switch {
 		case err == nil:
-			sum.Heartbeat = timeOf(at)
+			sum.Heartbeat = sqlrec.Time(at)
 		case !errors.Is(err, sql.ErrNoRows):
 			return sum, fmt.Errorf("sqlite: summary: %w", err)
 		}

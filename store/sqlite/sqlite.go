@@ -16,7 +16,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -271,42 +270,6 @@ func mapErr(err error) error {
 		}
 	}
 	return err
-}
-
-// Conversions between Go values and columns. Times are unix milliseconds; JSON is a BLOB
-// holding the exact bytes, NULL when empty.
-
-func msOf(t time.Time) int64 { return t.UnixMilli() }
-
-func timeOf(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
-
-func nullMs(t *time.Time) any {
-	if t == nil {
-		return nil
-	}
-	return t.UnixMilli()
-}
-
-func timePtr(v sql.NullInt64) *time.Time {
-	if !v.Valid {
-		return nil
-	}
-	t := timeOf(v.Int64)
-	return &t
-}
-
-func rawArg(b json.RawMessage) any {
-	if len(b) == 0 {
-		return nil
-	}
-	return []byte(b)
-}
-
-func rawOf(b []byte) json.RawMessage {
-	if len(b) == 0 {
-		return nil
-	}
-	return json.RawMessage(b)
 }
 
 // rowsAffected returns how many rows res changed.

@@ -9,15 +9,13 @@ import (
 
 	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/store/internal/sqlrec"
 )
 
 // CreateSession inserts se. ErrConflict when the id exists.
 func (s *Store) CreateSession(ctx context.Context, se *record.Session) error {
-	_, err := s.w.ExecContext(ctx, `INSERT INTO sessions
-		(id, protocol_version, client_info, client_capabilities, principal, created_at, last_seen_at, closed)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		se.ID, se.ProtocolVersion, rawArg(se.ClientInfo), rawArg(se.ClientCapabilities), se.Principal,
-		msOf(se.CreatedAt), msOf(se.LastSeenAt), se.Closed)
+	_, err := s.w.ExecContext(ctx, `INSERT INTO sessions (`+sqlrec.SessionColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, sqlrec.SessionArgs(se)...)
 	if err != nil {
 		return fmt.Errorf("sqlite: create session: %w", mapErr(err))
 	}
@@ -26,26 +24,17 @@ func (s *Store) CreateSession(ctx context.Context, se *record.Session) error {
 
 // GetSession returns the session with id, or ErrNotFound.
 func (s *Store) GetSession(ctx context.Context, id string) (*record.Session, error) {
-	var (
-		se             record.Session
-		info, caps     []byte
-		created, lastS int64
-	)
-	err := s.r.QueryRowContext(ctx, `SELECT id, protocol_version, client_info, client_capabilities,
-		principal, created_at, last_seen_at, closed FROM sessions WHERE id = ?`, id).
-		Scan(&se.ID, &se.ProtocolVersion, &info, &caps, &se.Principal, &created, &lastS, &se.Closed)
+	se, err := sqlrec.ScanSession(s.r.QueryRowContext(ctx, `SELECT `+sqlrec.SessionColumns+` FROM sessions WHERE id = ?`, id))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get session: %w", mapErr(err))
 	}
-	se.ClientInfo, se.ClientCapabilities = rawOf(info), rawOf(caps)
-	se.CreatedAt, se.LastSeenAt = timeOf(created), timeOf(lastS)
-	return &se, nil
+	return se, nil
 }
 
 // TouchSession moves LastSeenAt forward to at; it never moves it back.
 func (s *Store) TouchSession(ctx context.Context, id string, at time.Time) error {
 	return s.execOne(ctx, "touch session",
-		`UPDATE sessions SET last_seen_at = MAX(last_seen_at, ?) WHERE id = ?`, msOf(at), id)
+		`UPDATE sessions SET last_seen_at = MAX(last_seen_at, ?) WHERE id = ?`, sqlrec.Ms(at), id)
 }
 
 // CloseSession marks the session closed.
@@ -65,50 +54,10 @@ func (s *Store) execOne(ctx context.Context, what, query string, args ...any) er
 	return nil
 }
 
-const taskColumns = `id, owner, session_id, request_id, idempotency_key, origin, upstream_task_id,
-	mode, tool, args_hash, status, status_message, created_at, last_updated_at, ttl_ms,
-	poll_interval_ms, upstream_poll_ms, result, rpc_error, outcome, outcome_detail,
-	progress_token, version`
-
-type scanner interface{ Scan(dest ...any) error }
-
-func scanTask(row scanner) (*record.Task, error) {
-	var (
-		t                   record.Task
-		created, updated    int64
-		ttl                 sql.NullInt64
-		result, rpcErr, tok []byte
-	)
-	err := row.Scan(&t.ID, &t.Owner, &t.SessionID, &t.RequestID, &t.IdempotencyKey, &t.Origin,
-		&t.UpstreamTaskID, &t.Mode, &t.Tool, &t.ArgsHash, &t.Status, &t.StatusMessage,
-		&created, &updated, &ttl, &t.PollIntervalMs, &t.UpstreamPollMs, &result, &rpcErr,
-		&t.Outcome, &t.OutcomeDetail, &tok, &t.Version)
-	if err != nil {
-		return nil, err
-	}
-	t.CreatedAt, t.LastUpdatedAt = timeOf(created), timeOf(updated)
-	if ttl.Valid {
-		t.TTLMs = &ttl.Int64
-	}
-	t.Result, t.Error, t.ProgressToken = rawOf(result), rawOf(rpcErr), rawOf(tok)
-	return &t, nil
-}
-
-func ttlArg(p *int64) any {
-	if p == nil {
-		return nil
-	}
-	return *p
-}
-
 // CreateTask inserts t and sets t.Version to 1.
 func (s *Store) CreateTask(ctx context.Context, t *record.Task) error {
-	_, err := s.w.ExecContext(ctx, `INSERT INTO tasks (`+taskColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`,
-		t.ID, t.Owner, t.SessionID, t.RequestID, t.IdempotencyKey, t.Origin, t.UpstreamTaskID,
-		t.Mode, t.Tool, t.ArgsHash, t.Status, t.StatusMessage, msOf(t.CreatedAt),
-		msOf(t.LastUpdatedAt), ttlArg(t.TTLMs), t.PollIntervalMs, t.UpstreamPollMs,
-		rawArg(t.Result), rawArg(t.Error), t.Outcome, t.OutcomeDetail, rawArg(t.ProgressToken))
+	_, err := s.w.ExecContext(ctx, `INSERT INTO tasks (`+sqlrec.TaskColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`, sqlrec.TaskInsertArgs(t)...)
 	if err != nil {
 		return fmt.Errorf("sqlite: create task %s: %w", t.ID, mapErr(err))
 	}
@@ -117,7 +66,7 @@ func (s *Store) CreateTask(ctx context.Context, t *record.Task) error {
 }
 
 func (s *Store) getTask(ctx context.Context, what, where string, args ...any) (*record.Task, error) {
-	t, err := scanTask(s.r.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE `+where, args...))
+	t, err := sqlrec.ScanTask(s.r.QueryRowContext(ctx, `SELECT `+sqlrec.TaskColumns+` FROM tasks WHERE `+where, args...))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %s: %w", what, mapErr(err))
 	}
@@ -148,10 +97,7 @@ func (s *Store) UpdateTask(ctx context.Context, t *record.Task) error {
 		upstream_task_id = ?, mode = ?, status = ?, status_message = ?, last_updated_at = ?,
 		ttl_ms = ?, poll_interval_ms = ?, upstream_poll_ms = ?, result = ?, rpc_error = ?,
 		outcome = ?, outcome_detail = ?, version = version + 1
-		WHERE id = ? AND version = ?`,
-		t.UpstreamTaskID, t.Mode, t.Status, t.StatusMessage, msOf(t.LastUpdatedAt),
-		ttlArg(t.TTLMs), t.PollIntervalMs, t.UpstreamPollMs, rawArg(t.Result), rawArg(t.Error),
-		t.Outcome, t.OutcomeDetail, t.ID, t.Version))
+		WHERE id = ? AND version = ?`, sqlrec.TaskUpdateArgs(t)...))
 	if err != nil {
 		return fmt.Errorf("sqlite: update task %s: %w", t.ID, mapErr(err))
 	}
@@ -181,12 +127,12 @@ func (s *Store) ListTasks(ctx context.Context, owner string, after *store.Cursor
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
 	}
-	query := `SELECT ` + taskColumns + ` FROM tasks WHERE owner = ?`
+	query := `SELECT ` + sqlrec.TaskColumns + ` FROM tasks WHERE owner = ?`
 	args := []any{owner}
 	if after != nil {
 		// A row value comparison, so the (owner, created_at, id) index can seek to it.
 		query += ` AND (created_at, id) < (?, ?)`
-		args = append(args, msOf(after.CreatedAt), after.ID)
+		args = append(args, sqlrec.Ms(after.CreatedAt), after.ID)
 	}
 	query += ` ORDER BY created_at DESC, id DESC LIMIT ?`
 	return s.listTasks(ctx, "list tasks", query, append(args, limit)...)
@@ -194,13 +140,13 @@ func (s *Store) ListTasks(ctx context.Context, owner string, after *store.Cursor
 
 // ListActive returns every task that is not terminal, oldest first.
 func (s *Store) ListActive(ctx context.Context) ([]*record.Task, error) {
-	return s.listTasks(ctx, "list active tasks", `SELECT `+taskColumns+` FROM tasks
+	return s.listTasks(ctx, "list active tasks", `SELECT `+sqlrec.TaskColumns+` FROM tasks
 		WHERE status IN (?, ?) ORDER BY created_at, id`, record.StatusWorking, record.StatusInputRequired)
 }
 
 // ListUnsettled returns terminal tasks with an upstream id and a pending outcome.
 func (s *Store) ListUnsettled(ctx context.Context) ([]*record.Task, error) {
-	return s.listTasks(ctx, "list unsettled tasks", `SELECT `+taskColumns+` FROM tasks
+	return s.listTasks(ctx, "list unsettled tasks", `SELECT `+sqlrec.TaskColumns+` FROM tasks
 		WHERE status IN (?, ?, ?) AND outcome = ? AND upstream_task_id != '' ORDER BY created_at, id`,
 		record.StatusCompleted, record.StatusFailed, record.StatusCancelled, record.OutcomePending)
 }
@@ -211,15 +157,8 @@ func (s *Store) listTasks(ctx context.Context, what, query string, args ...any) 
 		return nil, fmt.Errorf("sqlite: %s: %w", what, err)
 	}
 	defer rows.Close()
-	var out []*record.Task
-	for rows.Next() {
-		t, err := scanTask(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: %s: %w", what, err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := sqlrec.Collect(rows, sqlrec.ScanTask)
+	if err != nil {
 		return nil, fmt.Errorf("sqlite: %s: %w", what, err)
 	}
 	return out, nil
