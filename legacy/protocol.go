@@ -3,7 +3,7 @@ package legacy
 // Wire types of MCP revision 2025-11-25 and its experimental core Tasks API (SEP-1686), as
 // taskbridge speaks them toward legacy clients (and, on the reverse route, legacy servers).
 //
-// Sources (read, summarised in /work/shared/protocol/legacy-2025-11-25.md; not copied):
+// Sources (read and summarised, not copied):
 //   - https://modelcontextprotocol.io/specification/2025-11-25/basic/utilities/tasks
 //   - https://github.com/modelcontextprotocol/modelcontextprotocol/blob/main/schema/2025-11-25/schema.ts
 //     (including the post-release edits: Task.ttl @nullable, spec PR #2408)

@@ -3,7 +3,7 @@ package sep2663
 // Wire types of MCP revision 2026-07-28 and the Tasks extension SEP-2663
 // ("io.modelcontextprotocol/tasks"), as far as taskbridge speaks them as a client.
 //
-// Sources (read, summarised in /work/shared/protocol/sep2663-2026-07-28.md; not copied):
+// Sources (read and summarised, not copied):
 //   - https://modelcontextprotocol.io/specification/2026-07-28
 //   - https://github.com/modelcontextprotocol/modelcontextprotocol/blob/main/schema/2026-07-28/schema.ts
 //   - https://github.com/modelcontextprotocol/modelcontextprotocol/blob/main/seps/2663-tasks-extension.md
