@@ -444,7 +444,7 @@ func TestLegacyClientThroughBridge(t *testing.T) {
 		// The user must be asked once. Bridge bug (seen in most runs): the input request is
 		// pushed on the GET stream when a tasks/get reveals input_required, then sent again,
 		// same JSON-RPC id, on the tasks/result stream the client opens next
-		// (bridge/input.go deliverInputs), so the TS client's handler runs twice.
+		// (bridge/forward/input.go deliverInputs), so the TS client's handler runs twice.
 		els, _ := o.get("elicitations").([]any)
 		if len(els) != 1 {
 			t.Errorf("client saw %d elicitation/create requests, want 1", len(els))

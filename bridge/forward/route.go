@@ -70,7 +70,7 @@ func newFallbackState(cfg Config) *fallbackState {
 // upstreamManifest is the upstream's manifest from its (cached, ttl-refreshed) discover.
 // Only 2026-07-28 upstreams reach the forward bridge: serve detects a legacy upstream at
 // start (cmd/taskbridge/era.go) and runs the reverse route, which passes legacy clients
-// through (bridge/reverse_pass.go).
+// through (bridge/passthrough/legacy.go).
 func (b *Bridge) upstreamManifest(ctx context.Context) (fallback.UpstreamManifest, error) {
 	d, err := b.discovery(ctx)
 	if err != nil {
