@@ -1,0 +1,48 @@
+package errmap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"testing"
+
+	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/upstream"
+	"github.com/taskbridge/taskbridge/sep2663"
+)
+
+// TestOneMapper: JSON-RPC errors pass through (the retired -32002 renumbered only from a
+// legacy upstream); transport failures become CodeUpstream whose message is exactly the
+// class, with the cause kept for the log; nil stays nil.
+func TestOneMapper(t *testing.T) {
+	refused := &upstream.Error{URL: "http://secret@x/mcp", Method: "tools/call", Err: fmt.Errorf("dial: %w", syscall.ECONNREFUSED)}
+	for _, c := range []struct {
+		name     string
+		got      error
+		code     int64
+		message  string
+		hasCause bool
+	}{
+		{"refused", FromModern(refused), jsonrpc.CodeUpstream, MsgUnavailable, true},
+		{"deadline", FromLegacy(context.DeadlineExceeded), jsonrpc.CodeUpstream, MsgTimeout, true},
+		{"invalid reply", FromModern(&upstream.Error{Err: sep2663.ErrInvalidReply}), jsonrpc.CodeUpstream, MsgInvalid, true},
+		{"rpc error", FromModern(jsonrpc.NewError(-32602, "bad")), -32602, "bad", false},
+		{"retired code, modern upstream", FromModern(jsonrpc.NewError(-32002, "Resource not found")), -32002, "Resource not found", false},
+		{"retired code, legacy upstream", FromLegacy(jsonrpc.NewError(-32002, "Resource not found")), jsonrpc.CodeInvalidParams, "Resource not found", false},
+	} {
+		je := jsonrpc.AsError(c.got)
+		if je.Code != c.code || je.Message != c.message || (Cause(c.got) != nil) != c.hasCause {
+			t.Errorf("%s: %d %q cause %v", c.name, je.Code, je.Message, Cause(c.got))
+		}
+	}
+	if !errors.Is(FromModern(refused), syscall.ECONNREFUSED) {
+		t.Error("the cause is not visible to errors.Is")
+	}
+	if FromModern(nil) != nil || FromLegacy(nil) != nil {
+		t.Error("nil mapped to an error")
+	}
+	if !IsNotFound(jsonrpc.NewError(jsonrpc.CodeInvalidParams, "x")) || IsNotFound(refused) {
+		t.Error("IsNotFound")
+	}
+}
