@@ -195,3 +195,102 @@ type Store interface {
 	CheckWritable(ctx context.Context) error
 	Close() error
 }
+
+// Shared is what replicas sharing one store coordinate through, beyond Store. Only a store
+// several processes share implements it (store/postgres); with SQLite there is one process
+// and the routes keep all of this in memory. Each consumer asserts the few methods it
+// needs (the forward route, the legacy face's event store adapter, the door's limiter).
+//
+// Times that several replicas compare (lease and claim expiry, stream activity, the token
+// buckets) are taken from the store's clock, never a replica's: replicas' clocks may
+// disagree, the store's is one.
+type Shared interface {
+	// Listen and Notify carry one-line events between replicas (postgres.Store.Listen).
+	Listen(ctx context.Context, channel string, fn func(payload string)) error
+	Notify(ctx context.Context, channel, payload string) error
+
+	// PutAsk records an input request a replica relayed on a stream it holds and is
+	// waiting on (a pre-task MRTR round), so the client's answer may reach any replica.
+	PutAsk(ctx context.Context, a *Ask) error
+	// GetAsk reads an ask; ErrNotFound for an unknown (or purged) request id.
+	GetAsk(ctx context.Context, requestID string) (*Ask, error)
+	// AnswerAsk stores the first answer and reports first=true; a later one is dropped.
+	// ErrNotFound for an unknown request id.
+	AnswerAsk(ctx context.Context, requestID string, resp json.RawMessage, at time.Time) (first bool, err error)
+	// DeleteAsk forgets an ask once its call stopped waiting (idempotent).
+	DeleteAsk(ctx context.Context, requestID string) error
+
+	// TakeLease makes holder the holder of name for ttl (store clock) and reports true
+	// when name was free, expired or already holder's (a renewal); false while another
+	// holder's lease runs.
+	TakeLease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
+	// ReleaseLease frees name if holder holds it (idempotent).
+	ReleaseLease(ctx context.Context, name, holder string) error
+
+	// ClaimInput makes carrier the one replica delivering an unanswered input for ttl
+	// (store clock): true when the input had no carrier, carrier's own (a renewal), or an
+	// expired one; false for an answered input or another carrier's live claim.
+	ClaimInput(ctx context.Context, taskID, key, carrier string, ttl time.Duration) (bool, error)
+	// ReleaseInput drops carrier's claim (idempotent), so another replica may deliver it.
+	ReleaseInput(ctx context.Context, taskID, key, carrier string) error
+
+	// PutStreamEvent keeps one event of a resumable SSE stream (creating the stream on
+	// its first event) and marks the stream active now.
+	PutStreamEvent(ctx context.Context, e StreamEvent) error
+	// StreamEvents returns the kept events of the session's stream after seq, in order.
+	// ErrNotFound when the store keeps no such stream of that session.
+	StreamEvents(ctx context.Context, sessionID, streamID string, after uint64) ([]StreamEvent, error)
+	// TouchStream marks the stream active now (its holder is alive; keep-alives).
+	TouchStream(ctx context.Context, streamID string) error
+	// FollowStream records that a replica other than the holder serves the stream's
+	// client now, which has every event up to acked.
+	FollowStream(ctx context.Context, streamID string, acked uint64) error
+	// GetStream reads a stream's activity. ErrNotFound for an unknown stream.
+	GetStream(ctx context.Context, streamID string) (StreamState, error)
+	// TrimStream drops the events up to seq (its holder's buffer dropped them).
+	TrimStream(ctx context.Context, streamID string, upTo uint64) error
+	// DeleteStream forgets a stream and its events (idempotent).
+	DeleteStream(ctx context.Context, streamID string) error
+
+	// TakeTokens takes up to want tokens from key's bucket (rate tokens per second, at most
+	// burst), after returning refund unspent ones, and reports how many it got; with none,
+	// retryAfter says when the next one will be there. See postgres.Store.TakeTokens.
+	TakeTokens(ctx context.Context, key string, rate float64, burst, want, refund int) (got int, retryAfter time.Duration, err error)
+
+	// PurgeShared deletes what no replica needs any more: expired asks and leases, full
+	// token buckets, and streams inactive (neither held nor followed) for streamIdle.
+	PurgeShared(ctx context.Context, now time.Time, streamIdle time.Duration) (int, error)
+}
+
+// Ask is an input request a replica relayed to a legacy client and waits on (Shared).
+type Ask struct {
+	RequestID string // the JSON-RPC id the bridge issued; the client's answer carries it
+	SessionID string // the session that was asked: only it may answer
+	Owner     string // the owner (principal or session) that was asked
+	Method    string
+	Holder    string    // the replica waiting on it
+	ExpiresAt time.Time // after which nobody waits any more (purged)
+	// Response is the client's whole JSON-RPC response (result or error), once answered.
+	Response   json.RawMessage
+	AnsweredAt *time.Time
+}
+
+// StreamEvent is one event of a resumable SSE stream as written on the wire (Shared).
+type StreamEvent struct {
+	StreamID  string
+	SessionID string
+	Seq       uint64
+	Frame     []byte // the SSE event, id and data lines included
+	Last      bool   // the stream's response: nothing follows
+}
+
+// StreamState is a kept stream's activity, as ages on the store's clock (Shared).
+type StreamState struct {
+	SessionID string
+	// Active is how long ago its holder last wrote an event or a keep-alive.
+	Active time.Duration
+	// Followed is how long ago another replica last said it serves the stream's client;
+	// negative when none ever did.
+	Followed time.Duration
+	Acked    uint64 // the follower's client has every event up to this one
+}

@@ -85,6 +85,55 @@ CREATE TABLE heartbeat (
 	at bigint NOT NULL
 );
 `,
+	// 3: what replicas coordinate through (store.Shared, shared.go, streams.go): MRTR asks,
+	// leases, the carrier of each relayed input, resumable streams' events, token buckets.
+	// Times compared across replicas are the store's clock (unix ms, see nowMs).
+	`
+ALTER TABLE inputs
+	ADD COLUMN carrier       text NOT NULL DEFAULT '',
+	ADD COLUMN carrier_until bigint NOT NULL DEFAULT 0;
+
+CREATE TABLE asks (
+	request_id  text COLLATE "C" PRIMARY KEY,
+	session_id  text COLLATE "C" NOT NULL,
+	owner       text COLLATE "C" NOT NULL,
+	method      text NOT NULL,
+	holder      text NOT NULL,
+	expires_at  bigint NOT NULL,
+	response    json,
+	answered_at bigint
+);
+CREATE INDEX asks_expires ON asks (expires_at);
+
+CREATE TABLE leases (
+	name   text COLLATE "C" PRIMARY KEY,
+	holder text NOT NULL,
+	until  bigint NOT NULL
+);
+
+CREATE TABLE streams (
+	id          text COLLATE "C" PRIMARY KEY,
+	session_id  text COLLATE "C" NOT NULL,
+	active_at   bigint NOT NULL,
+	followed_at bigint NOT NULL DEFAULT 0,
+	acked       bigint NOT NULL DEFAULT 0
+);
+CREATE INDEX streams_active ON streams (active_at);
+
+CREATE TABLE stream_events (
+	stream_id text COLLATE "C" NOT NULL,
+	seq       bigint NOT NULL,
+	frame     bytea NOT NULL,
+	last      boolean NOT NULL,
+	PRIMARY KEY (stream_id, seq)
+);
+
+CREATE TABLE rate_buckets (
+	key     text COLLATE "C" PRIMARY KEY,
+	tat     double precision NOT NULL,
+	granted integer NOT NULL
+);
+`,
 }
 
 // requireSchema fails with store.ErrNoStore unless the connection's search_path shows a
