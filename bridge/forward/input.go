@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -74,11 +75,13 @@ type ask struct {
 func sameAsk(a, b *ask) bool { return a == b }
 
 // askClient sends each input request to the client as a server→client request on out and
-// waits for every answer (bounded by InputTimeout).
+// waits for every answer (bounded by InputTimeout). With replicas each request is stored
+// as an ask first, so the answer may reach any replica (answerSharedAsk); it comes back
+// here on an "a" event (collectAsk), or when the wait re-reads the store (askRecheck).
 func (b *Bridge) askClient(ctx context.Context, sess *legacy.Session, taskID string, reqs sep2663.InputRequests, out legacy.Stream) (sep2663.InputResponses, error) {
 	type wait struct {
-		key, method string
-		ch          chan *jsonrpc.Message
+		id, key, method string
+		ch              chan *jsonrpc.Message
 	}
 	var waits []wait
 	var removes []func()
@@ -97,8 +100,13 @@ func (b *Bridge) askClient(ctx context.Context, sess *legacy.Session, taskID str
 		}
 		id := ids.NewRequestID()
 		ch := make(chan *jsonrpc.Message, 1)
-		removes = append(removes, b.asks.Put(id, &ask{ch: ch, session: sess.ID, owner: owner(sess)}, sameAsk))
-		waits = append(waits, wait{key: key, method: method, ch: ch})
+		a := &ask{ch: ch, session: sess.ID, owner: owner(sess)}
+		if err := b.reg.putAsk(ctx, &store.Ask{RequestID: id, SessionID: a.session, Owner: a.owner, Method: method,
+			ExpiresAt: b.cfg.Now().Add(b.cfg.InputTimeout + time.Minute)}); err != nil {
+			b.log.Warn().Err(err).Str("request", redact.Field(id)).Msg("input request not stored; only an answer reaching this replica counts")
+		}
+		removes = append(removes, b.asks.Put(id, a, sameAsk), func() { b.reg.deleteAsk(ctx, id) })
+		waits = append(waits, wait{id: id, key: key, method: method, ch: ch})
 		msg, _ := jsonrpc.NewRequest(jsonrpc.StringID(id), method, params)
 		if err := out.Send(msg); err != nil {
 			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "cannot relay the upstream's input request: the client's stream does not accept server requests")
@@ -107,24 +115,79 @@ func (b *Bridge) askClient(ctx context.Context, sess *legacy.Session, taskID str
 	}
 	timeout := time.NewTimer(b.cfg.InputTimeout)
 	defer timeout.Stop()
+	var recheck <-chan time.Time
+	if b.reg.peers != nil {
+		tick := time.NewTicker(askRecheck)
+		defer tick.Stop()
+		recheck = tick.C
+	}
 	answers := sep2663.InputResponses{}
 	for _, p := range waits {
-		select {
-		case <-ctx.Done():
-			return nil, errInputTimeout.Wrapf("the client went away before answering").
-				WithData(map[string]any{"retryable": true, "outcome": "failed"})
-		case <-timeout.C:
-			return nil, errInputTimeout.Wrapf("unanswered for %s", b.cfg.InputTimeout).
-				WithData(map[string]any{"retryable": true, "outcome": "failed"})
-		case msg := <-p.ch:
-			res, err := responseToInput(p.method, msg)
-			if err != nil {
-				return nil, err
+		for answers[p.key] == nil {
+			select {
+			case <-ctx.Done():
+				return nil, errInputTimeout.Wrapf("the client went away before answering").
+					WithData(map[string]any{"retryable": true, "outcome": "failed"})
+			case <-timeout.C:
+				return nil, errInputTimeout.Wrapf("unanswered for %s", b.cfg.InputTimeout).
+					WithData(map[string]any{"retryable": true, "outcome": "failed"})
+			case <-recheck:
+				b.collectAsk(ctx, p.id) // a lost "a" event
+			case msg := <-p.ch:
+				res, err := responseToInput(p.method, msg)
+				if err != nil {
+					return nil, err
+				}
+				answers[p.key] = res
 			}
-			answers[p.key] = res
 		}
 	}
 	return answers, nil
+}
+
+// askRecheck is how often a call waiting on stored asks re-reads them, in case the event
+// announcing an answer on another replica was lost.
+const askRecheck = 2 * time.Second
+
+// collectAsk hands the answer another replica stored for an ask waiting here to its call.
+func (b *Bridge) collectAsk(ctx context.Context, requestID string) {
+	if _, ok := b.asks.Get(requestID); !ok {
+		return // not waiting here (another replica's, or already answered)
+	}
+	a, err := b.reg.getAsk(ctx, requestID)
+	if err != nil || a.AnsweredAt == nil {
+		return
+	}
+	msg, err := jsonrpc.Decode(a.Response)
+	if err != nil || !msg.IsResponse() {
+		return
+	}
+	if w, _, taken := b.asks.TakeIf(requestID, func(*ask) bool { return true }); taken {
+		w.ch <- msg
+	}
+}
+
+// answerSharedAsk handles a client's answer to an ask another replica waits on: checked
+// against the session and principal that were asked, stored first-answer-wins and
+// announced to the holder. It reports whether id named a stored ask at all.
+func (b *Bridge) answerSharedAsk(ctx context.Context, sess *legacy.Session, id string, msg *jsonrpc.Message) bool {
+	a, err := b.reg.getAsk(ctx, id)
+	if err != nil {
+		return false
+	}
+	if own, ok := b.callerOwner(ctx, sess); !ok || sess.ID != a.SessionID || own != a.Owner {
+		b.cfg.Metrics.AnswerRefused("foreign_input_answer")
+		b.log.Warn().Str("request", redact.Field(id)).Msg("answer to an input request from a session or principal that was not asked dropped")
+		return true
+	}
+	raw, err := jsonrpc.Encode(msg)
+	if err != nil {
+		return true
+	}
+	if _, err := b.reg.answerAsk(ctx, id, raw); err != nil {
+		b.log.Warn().Err(err).Str("request", redact.Field(id)).Msg("answer to an input request waiting on another replica not stored")
+	}
+	return true
 }
 
 // responseToInput turns a client's JSON-RPC response into an InputResponse. An error
@@ -199,6 +262,7 @@ func (b *Bridge) relayInputs(ctx context.Context, t *tracker, inputs map[string]
 		b.log.Error().Err(err).Str("task", rec.ID).Msg("store inputs")
 		return
 	}
+	b.reg.announceDeliver(ctx, rec.ID) // the client's stream may be on another replica
 	b.deliverInputs(ctx, t)
 }
 
@@ -224,7 +288,9 @@ func (b *Bridge) failUndeclared(ctx context.Context, t *tracker, sess *legacy.Se
 
 // deliverInputs sends every unanswered input of the task: on each blocked tasks/result
 // stream here that has not carried it yet (unless it went out on a still-open GET stream),
-// else once on the session's GET stream. An answer stored but not forwarded within the
+// else once on the session's GET stream. With replicas, only the replica holding the
+// input's claim sends it (carry): the first to claim delivers, and the others leave it to
+// it until it releases the claim or dies. An answer stored but not forwarded within the
 // forward timeout (its forwarder failed or died) is forwarded again.
 func (b *Bridge) deliverInputs(ctx context.Context, t *tracker) {
 	ins, err := b.reg.listInputs(ctx, t.id)
@@ -246,38 +312,92 @@ func (b *Bridge) deliverInputs(ctx context.Context, t *tracker) {
 			}
 			continue
 		}
-		reqID := in.RequestID
-		if reqID == "" {
-			var first bool
-			if reqID, first = b.assignRequestID(ctx, in); reqID == "" {
-				continue
-			}
-			if first {
-				b.cfg.Metrics.InputRelayed(in.Method) // counted once, when the bridge issues its id
-				t.markSentHere(in.Key)
-			}
-		}
-		msg, _ := jsonrpc.NewRequest(jsonrpc.StringID(reqID), in.Method, in.Params)
 		t.mu.Lock()
-		pushed, here := t.onGet[in.Key], t.sentHere[in.Key]
+		pushed := t.onGet[in.Key]
 		t.mu.Unlock()
-		// Delivered by another replica (its GET stream or a tasks/result it held): this one
-		// cannot see whether that stream still stands, so it re-sends only after a grace.
-		elsewhere := !here && in.DeliveredAt != nil && time.Since(*in.DeliveredAt) < redeliverGrace
 		switch {
 		case pushed && getOpen:
 			// delivered on the GET stream, which is still open
-		case len(streams) > 0 && !elsewhere:
-			for _, rs := range streams {
-				rs.send(in.Key, msg)
+		case len(streams) > 0:
+			if msg := b.carry(ctx, t, in); msg != nil {
+				for _, rs := range streams {
+					rs.send(in.Key, msg)
+				}
 			}
-			t.markSentHere(in.Key)
-		case len(streams) == 0 && !pushed && !elsewhere && b.face.Push(rec.SessionID, msg):
-			t.mu.Lock()
-			t.onGet[in.Key] = true
-			t.mu.Unlock()
-			t.markSentHere(in.Key)
+		case !pushed && getOpen:
+			if msg := b.carry(ctx, t, in); msg != nil && b.face.Push(rec.SessionID, msg) {
+				t.mu.Lock()
+				t.onGet[in.Key] = true
+				t.mu.Unlock()
+			}
 		}
+	}
+}
+
+// carry claims an input for this process's streams and returns the request to send, with
+// the bridge-issued id the input keeps for every delivery; nil when another replica
+// carries it (or no id could be issued).
+func (b *Bridge) carry(ctx context.Context, t *tracker, in record.Input) *jsonrpc.Message {
+	if !b.reg.claimInput(ctx, in.TaskID, in.Key, b.claimTTL()) {
+		return nil
+	}
+	t.markCarried(in.Key)
+	reqID := in.RequestID
+	if reqID == "" {
+		var first bool
+		if reqID, first = b.assignRequestID(ctx, in); reqID == "" {
+			return nil
+		}
+		if first {
+			b.cfg.Metrics.InputRelayed(in.Method) // counted once, when the bridge issues its id
+		}
+	}
+	msg, _ := jsonrpc.NewRequest(jsonrpc.StringID(reqID), in.Method, in.Params)
+	return msg
+}
+
+// claimTTL is how long an input claim outlives its last renewal (keepClaims runs on every
+// tracker turn and on every tasks/result heartbeat): a dead carrier's inputs go to another
+// replica's stream after at most this long.
+func (b *Bridge) claimTTL() time.Duration { return 2*b.cfg.Heartbeat + 5*time.Second }
+
+// keepClaims renews the claims this process holds on the task's inputs while a stream of
+// its own may still carry them (a tasks/result here, or the GET stream they were pushed
+// on; at most every half heartbeat), and releases the others at once, telling the replicas ("d") so the client's next stream
+// gets them at once.
+func (b *Bridge) keepClaims(ctx context.Context, t *tracker) {
+	if b.reg.peers == nil {
+		return
+	}
+	rec := t.snapshot()
+	getOpen := b.face.HasGetStream(rec.SessionID)
+	t.mu.Lock()
+	keys := make([]string, 0, len(t.carried))
+	for k := range t.carried {
+		keys = append(keys, k)
+	}
+	streams, onGet := len(t.streams), maps.Clone(t.onGet)
+	t.mu.Unlock()
+	t.mu.Lock()
+	renew := time.Since(t.renewed) >= b.cfg.Heartbeat/2
+	if renew {
+		t.renewed = time.Now()
+	}
+	t.mu.Unlock()
+	released := false
+	for _, k := range keys {
+		if streams > 0 || (onGet[k] && getOpen) {
+			if renew && !b.reg.claimInput(ctx, t.id, k, b.claimTTL()) {
+				t.dropCarried(k) // answered, or expired and taken by another replica
+			}
+			continue
+		}
+		b.reg.releaseInput(ctx, t.id, k)
+		t.dropCarried(k)
+		released = true
+	}
+	if released {
+		b.reg.announceDeliver(ctx, t.id)
 	}
 }
 
@@ -297,6 +417,9 @@ func (b *Bridge) answerInput(ctx context.Context, sess *legacy.Session, msg *jso
 	if taken {
 		a.ch <- msg
 		return
+	}
+	if !found && b.answerSharedAsk(ctx, sess, id, msg) {
+		return // an MRTR ask another replica waits on
 	}
 	in, err := b.reg.findInput(ctx, id)
 	if err != nil {
@@ -375,18 +498,18 @@ func (b *Bridge) assignRequestID(ctx context.Context, in record.Input) (id strin
 	return "", false
 }
 
-// redeliverGrace is how long a replica leaves an input request that another replica
-// delivered before sending it again on a tasks/result stream it holds: long enough for a
-// client to answer what it got on the other replica's stream, short enough that a client
-// whose stream died there is asked again soon.
-const redeliverGrace = 5 * time.Second
-
-// markSentHere records that this process has sent the input key on one of its streams.
-func (t *tracker) markSentHere(key string) {
+// markCarried records that this process holds the claim on input key.
+func (t *tracker) markCarried(key string) {
 	t.mu.Lock()
-	if t.sentHere == nil {
-		t.sentHere = map[string]bool{}
+	if t.carried == nil {
+		t.carried = map[string]bool{}
 	}
-	t.sentHere[key] = true
+	t.carried[key] = true
+	t.mu.Unlock()
+}
+
+func (t *tracker) dropCarried(key string) {
+	t.mu.Lock()
+	delete(t.carried, key)
 	t.mu.Unlock()
 }

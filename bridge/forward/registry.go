@@ -317,7 +317,7 @@ func (r *registry) announceAnswer(ctx context.Context, taskID, key string) {
 func (r *registry) notifyPeers(ctx context.Context, event, taskID string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.timeout)
 	defer cancel()
-	if err := r.peers.n.Notify(cctx, notifyChannel, r.peers.self+" "+event); err != nil {
+	if err := r.peers.sh.Notify(cctx, notifyChannel, r.peers.self+" "+event); err != nil {
 		r.log.Warn().Err(err).Str("task", taskID).Msg("notify peers failed")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/taskbridge/taskbridge/bridge/internal/ids"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/metrics"
+	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
@@ -15,49 +16,61 @@ import (
 // Scale-out (design §6). Sessions, task records and input deliveries live in the store, so
 // any replica serves any request. What the store alone cannot do is wake a request blocked
 // on another replica: a client's tasks/result stream or GET stream is held by one process,
-// while the status change may be observed by another. A store that can notify (PostgreSQL
-// LISTEN/NOTIFY) carries one-line events between replicas:
+// while the status change may be observed by another. A shared store (store.Shared:
+// PostgreSQL, with LISTEN/NOTIFY) carries one-line events between replicas:
 //
 //	<replica> t <taskID> <0|1>   the task record changed; 1 when its status changed
 //	<replica> i <taskID> <key>   an input request of the task was answered
+//	<replica> d <taskID> -       inputs of the task wait for a carrier (new, or released)
+//	<replica> a <requestID> -    an MRTR ask (input request of a waiting call) was answered
 //
 // A replica receiving "t" re-reads the record: its tracker (if any) adopts it and wakes
 // the blocked tasks/result calls (the `changed` broadcast), delivers input requests on the
 // streams it holds, and pushes notifications/tasks/status to the session's GET stream if it
-// holds that. Events from itself are ignored. A lost notification (connection drop) is
-// harmless: trackers poll the upstream on their own and blocked calls re-read on wake-ups.
+// holds that. "d" makes it deliver the task's inputs on its streams (claiming each, see
+// below); "a" hands the stored answer to the call waiting here. Events from itself are
+// ignored. A lost notification (connection drop) is harmless: trackers re-read the store
+// on their own schedule, waiting MRTR calls re-read their asks, and every tracker reads
+// again on resubscription. Events carry ids only, never payloads.
 //
-// Polling across replicas: each replica that has a client interested in a task (or that
-// resumed it at startup) keeps its own coalesced tracker, so an upstream task is polled at
-// most once per interval per interested replica. Writes are compare-and-swap on the record
-// version, so replicas racing on one record never lose or reorder a transition.
-
-// notifier is the optional store capability used for cross-replica events
-// (store/postgres.Store implements it).
-type notifier interface {
-	Listen(ctx context.Context, channel string, fn func(payload string)) error
-	Notify(ctx context.Context, channel, payload string) error
-}
+// Exactly one replica polls an upstream task at a time: the poll lease (store.TakeLease,
+// "poll:<taskID>", on the store's clock) is taken or renewed before each upstream
+// tasks/get; a replica that does not hold it reads the record from the store instead. The
+// lease lasts twice the holder's longest next wait (pollLeaseTTL), so a replica that dies
+// hands it over within a few poll intervals; a closing one releases it at once.
+//
+// Exactly one replica delivers an input request at a time: before sending it on a stream
+// it holds, a replica claims the input (store.ClaimInput) and renews the claim while such a
+// stream stays open; it releases the claim (and says "d") when its streams end, so the
+// replica holding the client's next stream delivers it at once. A dead carrier's claim
+// expires (claimTTL).
+//
+// MRTR asks (input.go) are stored too (store.PutAsk): a client's answer reaching another
+// replica is stored there (first answer wins) and announced with "a".
+//
+// Writes are compare-and-swap on the record version, so replicas racing on one record
+// never lose or reorder a transition.
 
 // notifyChannel is the LISTEN/NOTIFY channel of bridge events.
 const notifyChannel = "taskbridge_events"
 
-// peers sends and receives cross-replica events. self tells this process's events apart.
+// peers sends and receives cross-replica events and holds the shared store's coordination
+// (store.Shared). self tells this process's events, leases and claims apart.
 type peers struct {
-	n    notifier
+	sh   store.Shared
 	self string
 }
 
-// newPeers returns the event carrier for st, or nil when st is single-process (SQLite).
+// newPeers returns the coordination for st, or nil when st is single-process (SQLite).
 func newPeers(st store.Store) *peers {
-	n, ok := st.(notifier)
+	sh, ok := st.(store.Shared)
 	if !ok {
-		n, ok = metrics.Unwrap(st).(notifier) // the instrumented wrapper hides it
+		sh, ok = metrics.Unwrap(st).(store.Shared) // the instrumented wrapper hides it
 	}
 	if !ok {
 		return nil
 	}
-	return &peers{n: n, self: ids.NewTaskID()[:12]}
+	return &peers{sh: sh, self: ids.NewTaskID()[:12]}
 }
 
 // startBackground starts the owned background loops: the peer listener (shared stores),
@@ -67,7 +80,7 @@ func (b *Bridge) startBackground(context.Context) error {
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
-			if err := b.reg.peers.n.Listen(b.ctx, notifyChannel, b.onPeerEvent); err != nil {
+			if err := b.reg.peers.sh.Listen(b.ctx, notifyChannel, b.onPeerEvent); err != nil {
 				b.log.Error().Err(err).Msg("listening for peer events failed; other replicas' changes arrive by polling only")
 			}
 		}()
@@ -111,6 +124,10 @@ func (b *Bridge) purge(ctx context.Context) {
 	}
 	if n > 0 {
 		b.log.Info().Int("sessions", n).Msg("session purge")
+	}
+	// Replicas: expired asks, leases and buckets, and streams idle past the resume window.
+	if _, err := b.reg.purgeShared(ctx, legacy.DefaultResumeWindow+time.Minute); err != nil {
+		b.log.Warn().Err(err).Msg("purge of replica coordination failed")
 	}
 }
 
@@ -250,6 +267,12 @@ func (b *Bridge) onPeerEvent(payload string) {
 			b.peerChanged(ctx, f[2], f[3] == "1")
 		case "i":
 			b.peerAnswered(f[2], f[3])
+		case "d":
+			if t := b.reg.tracker(f[2]); t != nil {
+				b.deliverInputs(ctx, t)
+			}
+		case "a":
+			b.collectAsk(ctx, f[2])
 		}
 	}()
 }
@@ -285,11 +308,28 @@ func (b *Bridge) peerAnswered(taskID, key string) {
 	t.nudge()
 }
 
-// resync re-reads every tracked record after a (re)subscription.
+// resync re-reads every tracked record and every waiting ask after a (re)subscription.
 func (b *Bridge) resync() {
 	for _, t := range b.reg.allTrackers() {
 		t.nudge()
 	}
+	b.mu.Lock()
+	closed := b.closed
+	if !closed {
+		b.wg.Add(1)
+	}
+	b.mu.Unlock()
+	if closed {
+		return
+	}
+	go func() {
+		defer b.wg.Done()
+		ctx, cancel := context.WithTimeout(b.ctx, b.cfg.StatusTimeout)
+		defer cancel()
+		for _, id := range b.asks.Keys() {
+			b.collectAsk(ctx, id)
+		}
+	}()
 }
 
 // adopt replaces the tracker's record with a newer one read from the store and wakes the

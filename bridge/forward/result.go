@@ -40,7 +40,13 @@ func (b *Bridge) tasksResult(ctx context.Context, sess *legacy.Session, req *jso
 	}
 	rs := &resultStream{out: out, delivered: map[string]time.Time{}}
 	t.addStream(rs)
-	defer t.removeStream(rs)
+	defer func() {
+		t.removeStream(rs)
+		// Replicas: the inputs this stream carried go to the client's next stream at once.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.StatusTimeout)
+		b.keepClaims(cctx, t)
+		cancel()
+	}()
 	b.deliverInputs(ctx, t)
 	t.nudge()
 
@@ -64,6 +70,7 @@ func (b *Bridge) tasksResult(ctx context.Context, sess *legacy.Session, req *jso
 		case <-changed:
 		case <-hb.C:
 			_ = out.KeepAlive()
+			b.keepClaims(ctx, t)
 		}
 	}
 }

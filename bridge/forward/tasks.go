@@ -252,6 +252,7 @@ func (b *Bridge) tasksGet(ctx context.Context, sess *legacy.Session, req *jsonrp
 		return nil, err
 	}
 	if t := b.track(rec); t != nil {
+		t.markAsked()
 		rec = t.refresh(ctx)
 	}
 	return json.Marshal(mapping.TaskToLegacy(rec))

@@ -38,10 +38,12 @@ type tracker struct {
 	// key delivered there is not sent again on a tasks/result stream while that GET stream
 	// stays open: each message goes out on exactly one stream.
 	onGet map[string]bool
-	// sentHere holds the input keys this process has sent on any of its streams; a key
-	// delivered only by another replica waits redeliverGrace before being sent here.
-	sentHere  map[string]bool
-	unchanged int // polls in a row that saw no change (for backoff)
+	// carried holds the input keys whose claim this process holds (replicas only: the
+	// one replica delivering each input; keepClaims renews or releases them).
+	carried   map[string]bool
+	renewed   time.Time // when keepClaims last renewed the carried claims
+	asked     time.Time // when a client last asked for the task here (tasks/get)
+	unchanged int       // polls in a row that saw no change (for backoff)
 	faults    int // polls in a row whose reply broke the protocol (the failure budget)
 
 	wake chan struct{} // nudges the loop (buffer 1)
@@ -86,6 +88,13 @@ func (t *tracker) interval() time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
+// markAsked notes that a client asked for the task here: the loop does not back off.
+func (t *tracker) markAsked() {
+	t.mu.Lock()
+	t.asked = time.Now()
+	t.mu.Unlock()
+}
+
 func (t *tracker) nudge() {
 	select {
 	case t.wake <- struct{}{}:
@@ -119,27 +128,52 @@ func (t *tracker) run() {
 		case <-t.wake:
 		}
 		t.refresh(ctx)
+		t.b.keepClaims(ctx, t)
 	}
 }
 
 func (t *tracker) nextWait() time.Duration {
-	base := t.interval()
 	t.mu.Lock()
-	factor := 1.0
-	if t.waiters == 0 {
-		for i := 0; i < t.unchanged && factor < 4; i++ {
-			factor *= 1.5
-		}
-	}
+	base, factor := t.interval0(), t.factorLocked(t.unchanged)
 	t.mu.Unlock()
-	d := time.Duration(float64(base) * factor * (1.1 + 0.1*rand.Float64()))
+	return t.capWait(base, time.Duration(float64(base)*factor*(1.1+0.1*rand.Float64())))
+}
+
+// factorLocked is the backoff of the wait after unchanged polls that saw no change: none
+// while a client waits here (tasks/result) or asked lately (tasks/get), else 1.5× per
+// unchanged poll, up to 4×.
+func (t *tracker) factorLocked(unchanged int) float64 {
+	factor := 1.0
+	if t.waiters > 0 || time.Since(t.asked) < 2*t.interval0() {
+		return factor
+	}
+	for i := 0; i < unchanged && factor < 4; i++ {
+		factor *= 1.5
+	}
+	return factor
+}
+
+// capWait bounds a wait by the poll ceiling (never below the interval).
+func (t *tracker) capWait(base, d time.Duration) time.Duration {
 	return min(d, max(base, time.Duration(t.b.cfg.PollCeilMs)*time.Millisecond))
 }
 
-// retire removes the tracker once it stops and caches a finished record.
+// pollLeaseTTL is how long the poll lease outlives a poll (replica.go): twice the longest
+// wait the loop may take before it polls again, so a live holder renews well before its
+// lease ends and a dead one's passes to another replica within a few intervals.
+func (t *tracker) pollLeaseTTL() time.Duration {
+	t.mu.Lock()
+	base, factor := t.interval0(), t.factorLocked(t.unchanged+1)
+	t.mu.Unlock()
+	return 2*t.capWait(base, time.Duration(float64(base)*factor*1.2)) + base/2
+}
+
+// retire removes the tracker once it stops, lets another replica poll (or nobody, when
+// the task finished) and caches a finished record.
 func (t *tracker) retire() {
 	rec := t.snapshot()
 	t.b.reg.dropTracker(t)
+	t.b.reg.releasePollLease(t.id)
 	t.b.pushChanged()
 	t.b.reg.cacheFinished(rec)
 }
@@ -175,13 +209,43 @@ func (t *tracker) refresh(ctx context.Context) *record.Task {
 	sessID := t.rec.SessionID
 	t.mu.Unlock()
 
-	t.poll(upID, sessID)
+	if t.holdPollLease() {
+		t.poll(upID, sessID)
+	} else {
+		t.readStore() // another replica polls: what it saw is in the store
+	}
 
 	t.mu.Lock()
 	t.polling = nil
 	t.mu.Unlock()
 	close(done)
 	return t.snapshot()
+}
+
+// holdPollLease takes or renews this process's poll lease of the task (replica.go).
+func (t *tracker) holdPollLease() bool {
+	ctx, cancel := context.WithTimeout(t.b.ctx, t.b.cfg.StatusTimeout)
+	defer cancel()
+	return t.b.reg.takePollLease(ctx, t.id, t.pollLeaseTTL())
+}
+
+// readStore adopts what the replica holding the poll lease wrote, and delivers the task's
+// inputs on this process's streams if it waits for input (events may have been lost).
+func (t *tracker) readStore() {
+	t.b.cfg.Metrics.PollCoalesced() // the holder's poll serves this one too
+	ctx, cancel := context.WithTimeout(t.b.ctx, t.b.cfg.StatusTimeout)
+	defer cancel()
+	rec, err := t.b.reg.get(ctx, t.id)
+	if err != nil {
+		return
+	}
+	t.adopt(rec)
+	t.mu.Lock()
+	carriers := len(t.streams)
+	t.mu.Unlock()
+	if rec.Status == record.StatusInputRequired && (carriers > 0 || t.b.face.HasGetStream(rec.SessionID)) {
+		t.b.deliverInputs(ctx, t)
+	}
 }
 
 // interval0 is interval() for callers already holding mu.

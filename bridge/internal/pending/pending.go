@@ -65,3 +65,14 @@ func (r *Registry[T]) Delete(key string) {
 	delete(r.m, key)
 	r.mu.Unlock()
 }
+
+// Keys returns the keys registered now, in no particular order.
+func (r *Registry[T]) Keys() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	keys := make([]string, 0, len(r.m))
+	for k := range r.m {
+		keys = append(keys, k)
+	}
+	return keys
+}
