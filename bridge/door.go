@@ -156,10 +156,13 @@ type DoorConfig struct {
 	// BodyReadTimeout bounds reading one request body (default: internal/defaults;
 	// negative: no deadline).
 	BodyReadTimeout time.Duration
-	// RequestRate caps a principal's requests per second on this replica, with bursts of
-	// RequestBurst (default 2×rate); 0 means no cap.
+	// RequestRate caps a principal's requests per second, with bursts of RequestBurst
+	// (default 2×rate); 0 means no cap. Per replica, unless Tokens is set.
 	RequestRate  float64
 	RequestBurst int
+	// Tokens, when set, is the store the replicas share: the rate is then shared by all of
+	// them (door_limit_shared.go). Nil: each process keeps its own buckets.
+	Tokens TokenStore
 	// StdioPrincipal is the principal of a stdio session (the process's user): its tasks
 	// belong to "/<StdioPrincipal>", as an API key's of that principal without a tenant.
 	// "": single-user mode, tasks bound to the session.
@@ -199,7 +202,7 @@ func NewDoor(cfg DoorConfig, e Engine) (*Door, error) {
 		cfg.Now = time.Now
 	}
 	d := &Door{cfg: cfg, log: cfg.Logger, origins: newOriginPolicy(cfg.AllowedOrigins), ep: ep}
-	d.limit.Store(newRateLimiter(cfg.RequestRate, cfg.RequestBurst, cfg.Now))
+	d.limit.Store(newRateLimiter(cfg.RequestRate, cfg.RequestBurst, cfg.Now, cfg.Tokens))
 	d.authn.Store(&authBox{cfg.Auth})
 	return d, nil
 }

@@ -22,28 +22,37 @@ import (
 // number of principals, sessions or addresses shows up, the map stays this size.
 const rateKeys = 1 << 16
 
-// rateLimiter is a token bucket (golang.org/x/time/rate) per key. Buckets live in this
-// process: with N replicas behind a balancer, a principal gets up to N times the rate
-// (docs/security.md). An evicted key starts again with a full bucket.
+// rateLimiter is a token bucket per key: in the store replicas share when there is one
+// (shared, door_limit_shared.go), else in this process (golang.org/x/time/rate; with a
+// single-process store there is one replica). The local bucket is also the fallback
+// while the shared store cannot be asked. An evicted key starts again with a full bucket.
 //
 // Concurrency: safe for concurrent use (the LRU is locked; each rate.Limiter is too).
 type rateLimiter struct {
-	limit rate.Limit
-	burst int
-	now   func() time.Time
-	keys  *lru.Cache[string, *rate.Limiter]
+	limit  rate.Limit
+	burst  int
+	now    func() time.Time
+	keys   *lru.Cache[string, *rate.Limiter]
+	shared *sharedBuckets // nil: the local buckets decide
 }
 
-// newRateLimiter returns nil (no limit) when r <= 0. burst < 1 means twice the rate.
-func newRateLimiter(r float64, burst int, now func() time.Time) *rateLimiter {
+// newRateLimiter returns nil (no limit) when r <= 0. burst < 1 means twice the rate. With
+// tokens non-nil the buckets are shared through it.
+func newRateLimiter(r float64, burst int, now func() time.Time, tokens TokenStore) *rateLimiter {
 	if r <= 0 {
 		return nil
 	}
 	if burst < 1 {
 		burst = max(1, int(2*r))
 	}
-	keys, _ := lru.New[string, *rate.Limiter](rateKeys)
-	return &rateLimiter{limit: rate.Limit(r), burst: burst, now: now, keys: keys}
+	l := &rateLimiter{limit: rate.Limit(r), burst: burst, now: now}
+	var evict func(string, *rate.Limiter)
+	if tokens != nil {
+		l.shared = newSharedBuckets(tokens, burst)
+		evict = func(k string, _ *rate.Limiter) { l.shared.evict(k) }
+	}
+	l.keys, _ = lru.NewWithEvict[string, *rate.Limiter](rateKeys, evict)
+	return l
 }
 
 // admit takes one token from key's bucket, or returns the refusal saying when to retry.
@@ -60,12 +69,25 @@ func (l *rateLimiter) admit(key string) error {
 		}
 	}
 	now := l.now()
+	if l.shared != nil {
+		if ok, decided, wait := l.shared.take(l, key, now); decided {
+			if ok {
+				return nil
+			}
+			return l.refusal(wait)
+		}
+	}
 	res := lim.ReserveN(now, 1)
 	wait := res.DelayFrom(now)
 	if wait == 0 {
 		return nil
 	}
 	res.CancelAt(now)
+	return l.refusal(wait)
+}
+
+// refusal is the error of a request refused for wait.
+func (l *rateLimiter) refusal(wait time.Duration) error {
 	ms := max(1, wait.Milliseconds())
 	return jsonrpc.NewError(jsonrpc.CodeOverloaded,
 		fmt.Sprintf("rate limit exceeded (%.3g requests/s per principal); retry after %d ms", float64(l.limit), ms)).

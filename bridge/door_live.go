@@ -11,7 +11,7 @@ type authBox struct{ a auth.Authenticator }
 // key starts with a full bucket at the new rate; 0 lifts the limit. burst < 1 means twice
 // the rate, as in DoorConfig.
 func (d *Door) SetRate(rate float64, burst int) {
-	d.limit.Store(newRateLimiter(rate, burst, d.cfg.Now))
+	d.limit.Store(newRateLimiter(rate, burst, d.cfg.Now, d.cfg.Tokens))
 }
 
 // SetAuth replaces the authenticator at once (a configuration reload: new API keys, a JWT

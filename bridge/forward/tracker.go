@@ -44,7 +44,7 @@ type tracker struct {
 	renewed   time.Time // when keepClaims last renewed the carried claims
 	asked     time.Time // when a client last asked for the task here (tasks/get)
 	unchanged int       // polls in a row that saw no change (for backoff)
-	faults    int // polls in a row whose reply broke the protocol (the failure budget)
+	faults    int       // polls in a row whose reply broke the protocol (the failure budget)
 
 	wake chan struct{} // nudges the loop (buffer 1)
 }

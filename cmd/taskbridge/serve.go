@@ -170,6 +170,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		b, fwd = fb, fb
 	}
 	dc := doorConfig(cfg, authn, log)
+	dc.Tokens, _ = rawStore.(bridge.TokenStore) // PostgreSQL: the rate is shared by the replicas
 	if prm != nil {
 		dc.AuthChallenge = prm.Challenge // the OAuth protected-resource challenge on every 401
 	}
