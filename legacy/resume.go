@@ -28,7 +28,9 @@ import (
 //
 // The events of each stream are kept in a bounded replay buffer in the process that holds
 // the stream (replayMaxEvents, replayMaxBytes; all streams together Options.MaxReplayBytes,
-// see replays.go); a resume must reach that process.
+// see replays.go). With Options.Events (replicas), POST streams' events are also kept in
+// the shared store, and a resume reaching another process is served from there
+// (resume_shared.go); without it a resume must reach the process holding the stream.
 
 const (
 	// DefaultResumeWindow is how long a stream whose client went away waits for a resume
@@ -144,7 +146,8 @@ type resumableStream struct {
 	unreplayable bool
 	evictions    []*replayEntry // evicted by the registry while mu was held; see unlock
 	timer        *time.Timer
-	gen          uint64 // invalidates a pending timer
+	gen          uint64     // invalidates a pending timer
+	kept         keptStream // its copy for other replicas (resume_shared.go)
 }
 
 // unlock releases mu, then drops the streams the registry evicted meanwhile (their locks
@@ -179,6 +182,7 @@ func (rs *resumableStream) evicted() {
 	}
 	rs.unreplayable = true
 	rs.ring = ring{}
+	rs.unkeep()
 	switch {
 	case rs.done:
 		rs.lost = true
@@ -259,6 +263,7 @@ func (rs *resumableStream) Send(msg *jsonrpc.Message) error {
 	}
 	rs.seq++
 	frame := sse.AppendMessage(nil, sse.SeqID(rs.id, rs.seq), b)
+	rs.put(rs.seq, frame, false)
 	if rs.pushLocked(frame) && rs.conn == nil {
 		// An event the client never saw was dropped: the stream cannot be replayed
 		// exactly any more. The bridge's fallback is a new tasks/result.
@@ -277,6 +282,7 @@ func (rs *resumableStream) KeepAlive() error {
 		return err
 	}
 	rs.writeLocked(keepAliveComment)
+	rs.touch()
 	return nil
 }
 
@@ -304,6 +310,7 @@ func (rs *resumableStream) startSSELocked() {
 	sseHeaders(rs.conn.w.Header())
 	rs.conn.w.WriteHeader(http.StatusOK)
 	rs.evictions = append(rs.evictions, rs.s.replays.add(rs.id, &replayEntry{sessionID: rs.sessionID, post: rs})...)
+	rs.put(0, primingEvent(rs.id), false)
 	rs.writeLocked(primingEvent(rs.id))
 }
 
@@ -332,14 +339,24 @@ func (rs *resumableStream) detachLocked(c *sseConn) {
 		rs.loseLocked()
 		return
 	}
-	rs.armLocked(rs.s.resumeWindow, func() {
-		rs.mu.Lock()
-		defer rs.mu.Unlock()
-		if rs.conn == nil && !rs.done && !rs.lost {
-			rs.s.log.Info().Str("session", rs.sessionID).Str("stream", rs.id).Msg("legacy: resume window passed; cancelling the request")
-			rs.loseLocked()
+	rs.armLocked(rs.s.resumeWindow, rs.windowPassed)
+}
+
+// windowPassed gives up a stream whose client stayed away for the resume window, unless
+// another replica serves that client from the stream's kept events (resume_shared.go):
+// then it waits another window.
+func (rs *resumableStream) windowPassed() {
+	followed := rs.followedElsewhere()
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.conn == nil && !rs.done && !rs.lost {
+		if followed {
+			rs.armLocked(rs.s.resumeWindow, rs.windowPassed)
+			return
 		}
-	})
+		rs.s.log.Info().Str("session", rs.sessionID).Str("stream", rs.id).Msg("legacy: resume window passed; cancelling the request")
+		rs.loseLocked()
+	}
 }
 
 // armLocked (re)starts the stream's timer; a superseded timer does nothing when it fires.
@@ -371,6 +388,7 @@ func (rs *resumableStream) loseLocked() {
 	rs.cancel()
 	rs.s.replays.remove(rs.id, rs, nil)
 	rs.ring = ring{}
+	rs.unkeep()
 }
 
 // clientLeft runs when the POST's connection ends. Before the reply became a stream the
@@ -431,6 +449,7 @@ func (rs *resumableStream) finish(resp []byte) {
 	}
 	rs.seq++
 	frame := sse.AppendMessage(nil, sse.SeqID(rs.id, rs.seq), resp)
+	rs.put(rs.seq, frame, true)
 	rs.pushLocked(frame)
 	rs.writeLocked(frame)
 	if c := rs.conn; c != nil {
@@ -440,13 +459,17 @@ func (rs *resumableStream) finish(resp []byte) {
 	if rs.unreplayable {
 		return // dropped by the budget: nothing to keep
 	}
-	// Kept for the window, so a client that lost the end of the stream can still get it.
+	// Kept for the window, so a client that lost the end of the stream can still get it
+	// (on a closing Server, from the store only: another replica serves it).
 	if rs.s.isClosed() {
 		rs.s.replays.remove(rs.id, rs, nil)
 		return
 	}
 	rs.s.replays.setIdle(rs.id, rs.s.now())
-	rs.armLocked(rs.s.resumeWindow, func() { rs.s.replays.remove(rs.id, rs, nil) })
+	rs.armLocked(rs.s.resumeWindow, func() {
+		rs.s.replays.remove(rs.id, rs, nil)
+		rs.unkeep()
+	})
 }
 
 // close runs when the POST's handler returns: the stream takes nothing more and lets go
@@ -458,6 +481,7 @@ func (rs *resumableStream) close() {
 		rs.done = true
 		rs.disarmLocked()
 		rs.s.replays.remove(rs.id, rs, nil)
+		rs.unkeep() // no response: nothing to resume anywhere
 	}
 	if c := rs.conn; c != nil {
 		rs.conn = nil
@@ -546,6 +570,9 @@ func (rs *resumableStream) keepAliveOn(c *sseConn) {
 func (s *Server) resumePost(w http.ResponseWriter, r *http.Request, sess *Session, streamID string, n uint64) {
 	e := s.replays.get(streamID, sess.ID)
 	if e == nil || e.post == nil {
+		if s.resumeElsewhere(w, r, sess, streamID, n) {
+			return
+		}
 		s.log.Info().Str("session", sess.ID).Str("stream", streamID).Msg("legacy: resume of an unknown stream")
 		s.httpError(w, http.StatusGone, errStreamGone)
 		return

@@ -86,6 +86,10 @@ type Options struct {
 	// (default: internal/defaults): a larger clientInfo is kept as its name,
 	// version and title; larger capabilities refuse initialize with -32602 (session.go).
 	MaxSessionInfoBytes int
+	// Events, when set, keeps resumable POST streams' events where other replicas read
+	// them, so a Last-Event-ID resume may reach any replica (resume_shared.go). Nil: a
+	// resume must reach the process holding the stream.
+	Events EventStore
 }
 
 // The face does not authenticate, check Origin or rate-limit: the front door in front of
@@ -133,6 +137,7 @@ type Server struct {
 
 	resumeWindow time.Duration // Options.ResumeWindow; <= 0: streams carry no event ids
 	replays      *replays      // this process's resumable SSE streams (resume.go)
+	events       EventStore    // Options.Events; nil: streams resume on their holder only
 
 	touchMu   sync.Mutex // guards touched and lastSweep
 	touched   map[string]time.Time
@@ -156,6 +161,7 @@ func NewServer(o Options) *Server {
 		touched:   make(map[string]time.Time),
 		sessions:  newSessions(o.Store),
 		replays:   newReplays(o.MaxReplayBytes),
+		events:    o.Events,
 		maxInfo:   o.MaxSessionInfoBytes,
 	}
 	switch s.resumeWindow = o.ResumeWindow; {

@@ -189,6 +189,10 @@ func New(cfg Config) (*Bridge, error) {
 	if b.gate == nil {
 		b.gate = gate.New(gate.Config{Now: cfg.Now, Metrics: cfg.Metrics})
 	}
+	var kept legacy.EventStore
+	if b.reg.peers != nil {
+		kept = keptEvents{b.reg.peers.sh} // replicas: resumes reach any of them (events.go)
+	}
 	b.face = legacy.NewServer(legacy.Options{
 		Logger:       &b.log,
 		Store:        sessions.New(cfg.Store),
@@ -198,6 +202,7 @@ func New(cfg Config) (*Bridge, error) {
 
 		MaxReplayBytes:      cfg.MaxReplayBytes,
 		MaxSessionInfoBytes: cfg.MaxSessionInfoBytes,
+		Events:              kept,
 	})
 	return b, nil
 }

@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/taskbridge/taskbridge/bridge/internal/ids"
@@ -51,6 +52,9 @@ import (
 // Writes are compare-and-swap on the record version, so replicas racing on one record
 // never lose or reorder a transition.
 
+// listenWait bounds how long Start waits for the first subscription to peer events.
+const listenWait = 5 * time.Second
+
 // notifyChannel is the LISTEN/NOTIFY channel of bridge events.
 const notifyChannel = "taskbridge_events"
 
@@ -77,13 +81,29 @@ func newPeers(st store.Store) *peers {
 // the TTL purge, the orphan sweep and the heartbeat of hosted tasks run here (shared stores).
 func (b *Bridge) startBackground(context.Context) error {
 	if b.reg.peers != nil {
+		// Serving starts once this replica hears its peers (bounded: a slow subscription
+		// only delays what events would have sped up), so no event sent meanwhile is lost.
+		subscribed := make(chan struct{})
+		var once sync.Once
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
-			if err := b.reg.peers.sh.Listen(b.ctx, notifyChannel, b.onPeerEvent); err != nil {
+			defer once.Do(func() { close(subscribed) })
+			err := b.reg.peers.sh.Listen(b.ctx, notifyChannel, func(payload string) {
+				if payload == "" {
+					once.Do(func() { close(subscribed) })
+				}
+				b.onPeerEvent(payload)
+			})
+			if err != nil {
 				b.log.Error().Err(err).Msg("listening for peer events failed; other replicas' changes arrive by polling only")
 			}
 		}()
+		select {
+		case <-subscribed:
+		case <-time.After(listenWait):
+			b.log.Warn().Msg("not yet subscribed to peer events; serving anyway")
+		}
 		b.loop(b.intentGrace()/2, b.sweepIntents)
 		b.loop(b.cfg.Heartbeat, b.beatHosted)
 	}
