@@ -30,6 +30,13 @@ func replicaPG(t *testing.T) string { return testenv.PostgresSchema(t, "tbintero
 // process gets SIGKILL at test end; its stderr is logged when the test failed.
 func serveReplica(t *testing.T, bin, upstream, dsn, name string) string {
 	t.Helper()
+	u, _ := serveReplicaCmd(t, bin, upstream, dsn, name)
+	return u
+}
+
+// serveReplicaCmd is serveReplica that also returns the process (to SIGKILL it mid-test).
+func serveReplicaCmd(t *testing.T, bin, upstream, dsn, name string) (string, *exec.Cmd) {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -53,11 +60,11 @@ func serveReplica(t *testing.T, bin, upstream, dsn, name string) string {
 	})
 	select {
 	case b := <-banner:
-		return b.MCP
+		return b.MCP, cmd
 	case <-time.After(30 * time.Second):
 		t.Fatalf("%s: no listening event in its log after 30 s", name)
 	}
-	return ""
+	return "", cmd
 }
 
 // alternator is a reverse proxy that sends each HTTP request to the next replica in turn
