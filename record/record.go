@@ -5,6 +5,8 @@
 package record
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"time"
 )
@@ -47,27 +49,40 @@ const (
 	ModeTranslate Mode = "translate" // an upstream SEP-2663 task, translated
 	ModeHost      Mode = "host"      // a bridge-hosted task around a synchronous upstream call
 	ModeComplete  Mode = "complete"  // the upstream answered synchronously; the record holds the result
+	// ModeReverse is a 2025-11-25 upstream task run for a 2026-07-28 client (the reverse
+	// route): the bridge's id, the upstream's task id and the upstream session it lives in.
+	ModeReverse Mode = "reverse"
+	// ModePassThrough is a 2026-07-28 upstream task created through the modern
+	// pass-through: its ID is PassThroughID(Origin, UpstreamTaskID), and the record only
+	// binds the task to its owner and counts it while unfinished (the task's state is the
+	// upstream's; Status is the last one the bridge saw pass).
+	ModePassThrough Mode = "passthrough"
 )
 
 // Task is one task record. Times are stored with millisecond precision, in UTC.
 type Task struct {
-	ID             string // bridge-minted, random, >= 128 bits; never the upstream's id
+	// ID is bridge-minted, random, >= 128 bits, never the upstream's id; a pass-through
+	// record's is derived from the upstream's (PassThroughID), which clients do see.
+	ID             string
 	Owner          string // principal, or "session:<id>" without authentication
 	SessionID      string // legacy session that created it
 	RequestID      string // raw JSON-RPC id of the creating request (idempotency within a session)
 	IdempotencyKey string // optional, unique per Owner
 	Origin         string // upstream identity (URL or command)
 	UpstreamTaskID string // empty until the upstream answered
-	Mode           Mode
-	Tool           string
-	ArgsHash       string // hex sha-256 of the arguments; arguments themselves are never stored
-	Status         Status
-	StatusMessage  string
-	CreatedAt      time.Time
-	LastUpdatedAt  time.Time
-	TTLMs          *int64 // nil: unlimited
-	PollIntervalMs int64  // what legacy clients are told
-	UpstreamPollMs int64  // what the upstream asked for (0 if unknown)
+	// UpstreamSessionID is the upstream's Mcp-Session-Id the task lives in (reverse route:
+	// a 2025-11-25 task exists only in its session); empty for the other modes.
+	UpstreamSessionID string
+	Mode              Mode
+	Tool              string
+	ArgsHash          string // hex sha-256 of the arguments; arguments themselves are never stored
+	Status            Status
+	StatusMessage     string
+	CreatedAt         time.Time
+	LastUpdatedAt     time.Time
+	TTLMs             *int64 // nil: unlimited
+	PollIntervalMs    int64  // what legacy clients are told
+	UpstreamPollMs    int64  // what the upstream asked for (0 if unknown)
 	// Result is the CallToolResult to hand out from tasks/result (set when completed, or
 	// when failed through a tool error with isError:true).
 	Result json.RawMessage
@@ -79,6 +94,14 @@ type Task struct {
 	// Version is incremented by every successful UpdateTask; callers pass back the version
 	// they read.
 	Version int64
+}
+
+// PassThroughID is the record id of the modern pass-through's task upstreamTaskID of the
+// upstream origin: one record per upstream task, found again from the id the client sends,
+// never equal to an id another mode mints (those carry no "pt-" prefix).
+func PassThroughID(origin, upstreamTaskID string) string {
+	sum := sha256.Sum256([]byte(origin + "\x00" + upstreamTaskID))
+	return "pt-" + hex.EncodeToString(sum[:])
 }
 
 // ExpiresAt returns when the task's ttl runs out, and false for an unlimited ttl.
@@ -114,4 +137,8 @@ type Input struct {
 	Response    json.RawMessage // the client's result object, once answered
 	AnsweredAt  *time.Time
 	ForwardedAt *time.Time // when the answer went upstream in tasks/update
+	// UpstreamRequestID is the raw JSON-RPC id under which a 2025-11-25 upstream sent the
+	// request (reverse route), so that an answer given after a restart, or on another
+	// replica, can still be POSTed back to it; nil for the forward route.
+	UpstreamRequestID json.RawMessage
 }

@@ -23,7 +23,7 @@ func (s *Store) PutInputs(ctx context.Context, in []record.Input) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		for _, x := range in {
 			_, err := tx.Exec(ctx, `INSERT INTO inputs (`+sqlrec.InputColumns+`)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 				ON CONFLICT (task_id, key) DO NOTHING`, sqlrec.InputArgs(x)...)
 			if err != nil {
 				return fmt.Errorf("input %s/%s: %w", x.TaskID, x.Key, mapErr(err))
@@ -39,7 +39,7 @@ func (s *Store) PutInputs(ctx context.Context, in []record.Input) error {
 
 // ListInputs returns the task's inputs in key order.
 func (s *Store) ListInputs(ctx context.Context, taskID string) ([]record.Input, error) {
-	return query(ctx, s, "list inputs", sqlrec.ScanInput, `SELECT `+sqlrec.InputColumns+` FROM inputs WHERE task_id = $1 ORDER BY key`, taskID)
+	return query(ctx, s, "list inputs", sqlrec.ScanInput, `SELECT `+s.inputCols+` FROM inputs WHERE task_id = $1 ORDER BY key`, taskID)
 }
 
 // MarkInputDelivered records a delivery under requestID, replacing an earlier one.
@@ -63,7 +63,7 @@ func (s *Store) MarkInputDelivered(ctx context.Context, taskID, key, requestID s
 
 // FindInputByRequestID returns the input delivered under requestID, or ErrNotFound.
 func (s *Store) FindInputByRequestID(ctx context.Context, requestID string) (*record.Input, error) {
-	in, err := sqlrec.ScanInput(s.pool.QueryRow(ctx, `SELECT `+sqlrec.InputColumns+` FROM inputs
+	in, err := sqlrec.ScanInput(s.pool.QueryRow(ctx, `SELECT `+s.inputCols+` FROM inputs
 		WHERE request_id = $1 AND request_id <> ''`, requestID))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: find input by request id: %w", mapErr(err))

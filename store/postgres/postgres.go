@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/store/internal/sqlrec"
 )
 
 // ErrClosed is returned by Listen after Close.
@@ -32,6 +33,10 @@ var ErrClosed = errors.New("postgres: store closed")
 // processes.
 type Store struct {
 	pool *pgxpool.Pool
+
+	// taskCols and inputCols are the SELECT lists of tasks and inputs for the schema's
+	// version (sqlrec.SelectList: a read-only open of an older schema).
+	taskCols, inputCols string
 
 	// done is cancelled by Close to stop every Listen call.
 	done   context.Context
@@ -93,7 +98,14 @@ func OpenReadOnly(ctx context.Context, dsn string) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	return newStore(pool), nil
+	s := newStore(pool)
+	var v int
+	if err := pool.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&v); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: open: schema version: %w", err)
+	}
+	s.setColumns(v)
+	return s, nil
 }
 
 // connect opens the pool (read-only sessions when ro).
@@ -114,7 +126,21 @@ func connect(ctx context.Context, dsn string, ro bool) (*pgxpool.Pool, error) {
 
 func newStore(pool *pgxpool.Pool) *Store {
 	done, cancel := context.WithCancel(context.Background())
-	return &Store{pool: pool, done: done, cancel: cancel}
+	s := &Store{pool: pool, done: done, cancel: cancel}
+	s.setColumns(len(migrations))
+	return s
+}
+
+// setColumns sets the SELECT lists for a schema at version v.
+func (s *Store) setColumns(v int) {
+	empty := func(col string) string {
+		if col == "upstream_session_id" {
+			return "''::text"
+		}
+		return "NULL::json"
+	}
+	s.taskCols = sqlrec.SelectList(sqlrec.TaskColumns, v, empty)
+	s.inputCols = sqlrec.SelectList(sqlrec.InputColumns, v, empty)
 }
 
 // CheckWritable commits a new heartbeat time: a real write, so a read-only role, a

@@ -28,7 +28,7 @@ func (s *Store) QueryTasks(ctx context.Context, q store.TaskQuery) ([]*record.Ta
 		lim = &q.Limit
 	}
 	args = append(args, lim)
-	return s.listTasks(ctx, "query tasks", `SELECT `+sqlrec.TaskColumns+` FROM tasks`+where+
+	return s.listTasks(ctx, "query tasks", `SELECT `+s.taskCols+` FROM tasks`+where+
 		` ORDER BY created_at DESC, id DESC LIMIT $`+strconv.Itoa(len(args)), args...)
 }
 

@@ -134,6 +134,12 @@ CREATE TABLE rate_buckets (
 	granted integer NOT NULL
 );
 `,
+	// 4: the reverse route's records: the upstream session a 2025-11-25 task lives in, and
+	// the upstream's JSON-RPC id of each input request it relayed.
+	`
+ALTER TABLE tasks ADD COLUMN upstream_session_id text NOT NULL DEFAULT '';
+ALTER TABLE inputs ADD COLUMN upstream_request_id json;
+`,
 }
 
 // requireSchema fails with store.ErrNoStore unless the connection's search_path shows a

@@ -58,7 +58,7 @@ func (s *Store) execOne(ctx context.Context, what, query string, args ...any) er
 // CreateTask inserts t and sets t.Version to 1.
 func (s *Store) CreateTask(ctx context.Context, t *record.Task) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO tasks (`+sqlrec.TaskColumns+`) VALUES
-		($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, 1)`, sqlrec.TaskInsertArgs(t)...)
+		($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, 1)`, sqlrec.TaskInsertArgs(t)...)
 	if err != nil {
 		return fmt.Errorf("postgres: create task %s: %w", t.ID, mapErr(err))
 	}
@@ -67,7 +67,7 @@ func (s *Store) CreateTask(ctx context.Context, t *record.Task) error {
 }
 
 func (s *Store) getTask(ctx context.Context, what, where string, args ...any) (*record.Task, error) {
-	t, err := sqlrec.ScanTask(s.pool.QueryRow(ctx, `SELECT `+sqlrec.TaskColumns+` FROM tasks WHERE `+where, args...))
+	t, err := sqlrec.ScanTask(s.pool.QueryRow(ctx, `SELECT `+s.taskCols+` FROM tasks WHERE `+where, args...))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %s: %w", what, mapErr(err))
 	}
@@ -97,8 +97,8 @@ func (s *Store) UpdateTask(ctx context.Context, t *record.Task) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE tasks SET
 		upstream_task_id = $1, mode = $2, status = $3, status_message = $4, last_updated_at = $5,
 		ttl_ms = $6, poll_interval_ms = $7, upstream_poll_ms = $8, result = $9, rpc_error = $10,
-		outcome = $11, outcome_detail = $12, version = version + 1
-		WHERE id = $13 AND version = $14`, sqlrec.TaskUpdateArgs(t)...)
+		outcome = $11, outcome_detail = $12, upstream_session_id = $13, version = version + 1
+		WHERE id = $14 AND version = $15`, sqlrec.TaskUpdateArgs(t)...)
 	if err != nil {
 		return fmt.Errorf("postgres: update task %s: %w", t.ID, mapErr(err))
 	}
@@ -130,24 +130,24 @@ func (s *Store) ListTasks(ctx context.Context, owner string, after *store.Cursor
 		lim = &limit
 	}
 	if after == nil {
-		return s.listTasks(ctx, "list tasks", `SELECT `+sqlrec.TaskColumns+` FROM tasks WHERE owner = $1
+		return s.listTasks(ctx, "list tasks", `SELECT `+s.taskCols+` FROM tasks WHERE owner = $1
 			ORDER BY created_at DESC, id DESC LIMIT $2`, owner, lim)
 	}
 	// A row value comparison, so the (owner, created_at, id) index can seek to it.
-	return s.listTasks(ctx, "list tasks", `SELECT `+sqlrec.TaskColumns+` FROM tasks
+	return s.listTasks(ctx, "list tasks", `SELECT `+s.taskCols+` FROM tasks
 		WHERE owner = $1 AND (created_at, id) < ($2, $3)
 		ORDER BY created_at DESC, id DESC LIMIT $4`, owner, sqlrec.Ms(after.CreatedAt), after.ID, lim)
 }
 
 // ListActive returns every task that is not terminal, oldest first.
 func (s *Store) ListActive(ctx context.Context) ([]*record.Task, error) {
-	return s.listTasks(ctx, "list active tasks", `SELECT `+sqlrec.TaskColumns+` FROM tasks
+	return s.listTasks(ctx, "list active tasks", `SELECT `+s.taskCols+` FROM tasks
 		WHERE status IN ($1, $2) ORDER BY created_at, id`, record.StatusWorking, record.StatusInputRequired)
 }
 
 // ListUnsettled returns terminal tasks with an upstream id and a pending outcome.
 func (s *Store) ListUnsettled(ctx context.Context) ([]*record.Task, error) {
-	return s.listTasks(ctx, "list unsettled tasks", `SELECT `+sqlrec.TaskColumns+` FROM tasks
+	return s.listTasks(ctx, "list unsettled tasks", `SELECT `+s.taskCols+` FROM tasks
 		WHERE status IN ($1, $2, $3) AND outcome = $4 AND upstream_task_id <> '' ORDER BY created_at, id`,
 		record.StatusCompleted, record.StatusFailed, record.StatusCancelled, record.OutcomePending)
 }

@@ -26,7 +26,7 @@ func (s *Store) PutInputs(ctx context.Context, in []record.Input) error {
 	defer tx.Rollback()
 	for _, x := range in {
 		_, err := tx.ExecContext(ctx, `INSERT INTO inputs (`+sqlrec.InputColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (task_id, key) DO NOTHING`, sqlrec.InputArgs(x)...)
 		if err != nil {
 			return fmt.Errorf("sqlite: put input %s/%s: %w", x.TaskID, x.Key, mapErr(err))
@@ -40,7 +40,7 @@ func (s *Store) PutInputs(ctx context.Context, in []record.Input) error {
 
 // ListInputs returns the task's inputs in key order.
 func (s *Store) ListInputs(ctx context.Context, taskID string) ([]record.Input, error) {
-	return query(ctx, s, "list inputs", sqlrec.ScanInput, `SELECT `+sqlrec.InputColumns+` FROM inputs WHERE task_id = ? ORDER BY key`, taskID)
+	return query(ctx, s, "list inputs", sqlrec.ScanInput, `SELECT `+s.inputCols+` FROM inputs WHERE task_id = ? ORDER BY key`, taskID)
 }
 
 // MarkInputDelivered records a delivery under requestID, replacing an earlier one.
@@ -64,7 +64,7 @@ func (s *Store) MarkInputDelivered(ctx context.Context, taskID, key, requestID s
 
 // FindInputByRequestID returns the input delivered under requestID, or ErrNotFound.
 func (s *Store) FindInputByRequestID(ctx context.Context, requestID string) (*record.Input, error) {
-	in, err := sqlrec.ScanInput(s.r.QueryRowContext(ctx, `SELECT `+sqlrec.InputColumns+` FROM inputs
+	in, err := sqlrec.ScanInput(s.r.QueryRowContext(ctx, `SELECT `+s.inputCols+` FROM inputs
 		WHERE request_id = ? AND request_id != ''`, requestID))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: find input by request id: %w", mapErr(err))

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store"
 )
 
@@ -93,7 +94,8 @@ func TestReadWriteExistingMigratesForward(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Back to version 1, as a store written before the heartbeat existed.
-	if _, err := db.Exec(`DROP TABLE heartbeat; DELETE FROM schema_version WHERE version = 2`); err != nil {
+	if _, err := db.Exec(`DROP TABLE heartbeat; ALTER TABLE tasks DROP COLUMN upstream_session_id;
+		ALTER TABLE inputs DROP COLUMN upstream_request_id; DELETE FROM schema_version WHERE version >= 2`); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
@@ -115,9 +117,17 @@ func TestReadWriteExistingMigratesForward(t *testing.T) {
 func TestReadOnlyAcceptsOlderSchema(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "tb.db")
-	openT(t, path).Close()
+	rw := openT(t, path)
+	if err := rw.CreateTask(ctx, testTask("old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := rw.PutInputs(ctx, []record.Input{{TaskID: "old", Key: "k", Method: "roots/list"}}); err != nil {
+		t.Fatal(err)
+	}
+	rw.Close()
 	db, _ := sql.Open("sqlite", path)
-	if _, err := db.Exec(`DROP TABLE heartbeat; DELETE FROM schema_version WHERE version = 2`); err != nil {
+	if _, err := db.Exec(`DROP TABLE heartbeat; ALTER TABLE tasks DROP COLUMN upstream_session_id;
+		ALTER TABLE inputs DROP COLUMN upstream_request_id; DELETE FROM schema_version WHERE version >= 2`); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
@@ -128,6 +138,13 @@ func TestReadOnlyAcceptsOlderSchema(t *testing.T) {
 	defer ro.Close()
 	if _, err := ro.Summary(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// Columns of later migrations read empty on the older schema.
+	if ts, err := ro.QueryTasks(ctx, store.TaskQuery{}); err != nil || len(ts) != 1 || ts[0].UpstreamSessionID != "" {
+		t.Errorf("QueryTasks on a version-1 store: %v, %v", ts, err)
+	}
+	if in, err := ro.ListInputs(ctx, "old"); err != nil || len(in) != 1 || in[0].UpstreamRequestID != nil {
+		t.Errorf("ListInputs on a version-1 store: %v, %v", in, err)
 	}
 	v, _ := schemaVersion(ctx, ro.r)
 	if v != 1 {

@@ -34,7 +34,7 @@ func (s *Store) QueryTasks(ctx context.Context, q store.TaskQuery) ([]*record.Ta
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
 	}
-	return s.listTasks(ctx, "query tasks", `SELECT `+sqlrec.TaskColumns+` FROM tasks`+where+
+	return s.listTasks(ctx, "query tasks", `SELECT `+s.taskCols+` FROM tasks`+where+
 		` ORDER BY created_at DESC, id DESC LIMIT ?`, append(args, limit)...)
 }
 

@@ -76,6 +76,16 @@ CREATE TABLE heartbeat (
 	at INTEGER NOT NULL
 ) STRICT;
 `,
+	// 3: nothing. PostgreSQL's migration 3 holds what replicas coordinate through (store.Shared);
+	// one SQLite process needs none of it. Kept so that both stores number their
+	// migrations alike (sqlrec.SelectList reads one version table for both).
+	`SELECT 1;`,
+	// 4: the reverse route's records: the upstream session a 2025-11-25 task lives in, and
+	// the upstream's JSON-RPC id of each input request it relayed.
+	`
+ALTER TABLE tasks ADD COLUMN upstream_session_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE inputs ADD COLUMN upstream_request_id BLOB;
+`,
 }
 
 // schemaVersion returns the schema version of db, 0 when it has no schema_version table.

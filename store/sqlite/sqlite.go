@@ -31,6 +31,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/taskbridge/taskbridge/store"
+	"github.com/taskbridge/taskbridge/store/internal/sqlrec"
 )
 
 // busyTimeoutMs is how long a writer waits for another process's write lock.
@@ -52,6 +53,10 @@ const synchronous = "NORMAL"
 type Store struct {
 	w *sql.DB // one connection: every write goes through it
 	r *sql.DB // read-only connections
+
+	// taskCols and inputCols are the SELECT lists of tasks and inputs for the file's
+	// schema version (sqlrec.SelectList: a read-only open of an older file).
+	taskCols, inputCols string
 
 	closeOnce sync.Once
 	closeErr  error
@@ -130,7 +135,19 @@ func OpenMode(ctx context.Context, path string, mode Mode) (*Store, error) {
 		}
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	return &Store{w: w, r: r}, nil
+	return newStore(w, r, len(migrations)), nil
+}
+
+// newStore is a Store over the two pools of a file at schema version v.
+func newStore(w, r *sql.DB, v int) *Store {
+	empty := func(col string) string {
+		if col == "upstream_session_id" {
+			return "''"
+		}
+		return "NULL"
+	}
+	return &Store{w: w, r: r, taskCols: sqlrec.SelectList(sqlrec.TaskColumns, v, empty),
+		inputCols: sqlrec.SelectList(sqlrec.InputColumns, v, empty)}
 }
 
 // openReadOnly opens both pools with mode=ro, so every write fails with SQLITE_READONLY
@@ -151,7 +168,13 @@ func openReadOnly(ctx context.Context, path string) (*Store, error) {
 		r.Close()
 		return nil, err
 	}
-	return &Store{w: w, r: r}, nil
+	v, err := schemaVersion(ctx, r)
+	if err != nil {
+		w.Close()
+		r.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	return newStore(w, r, v), nil
 }
 
 // uriOf is the file: URI of path with SQLite's mode parameter (ro: read-only; rw: read

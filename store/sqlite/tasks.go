@@ -57,7 +57,7 @@ func (s *Store) execOne(ctx context.Context, what, query string, args ...any) er
 // CreateTask inserts t and sets t.Version to 1.
 func (s *Store) CreateTask(ctx context.Context, t *record.Task) error {
 	_, err := s.w.ExecContext(ctx, `INSERT INTO tasks (`+sqlrec.TaskColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`, sqlrec.TaskInsertArgs(t)...)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`, sqlrec.TaskInsertArgs(t)...)
 	if err != nil {
 		return fmt.Errorf("sqlite: create task %s: %w", t.ID, mapErr(err))
 	}
@@ -66,7 +66,7 @@ func (s *Store) CreateTask(ctx context.Context, t *record.Task) error {
 }
 
 func (s *Store) getTask(ctx context.Context, what, where string, args ...any) (*record.Task, error) {
-	t, err := sqlrec.ScanTask(s.r.QueryRowContext(ctx, `SELECT `+sqlrec.TaskColumns+` FROM tasks WHERE `+where, args...))
+	t, err := sqlrec.ScanTask(s.r.QueryRowContext(ctx, `SELECT `+s.taskCols+` FROM tasks WHERE `+where, args...))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %s: %w", what, mapErr(err))
 	}
@@ -96,7 +96,7 @@ func (s *Store) UpdateTask(ctx context.Context, t *record.Task) error {
 	n, err := rowsAffected(s.w.ExecContext(ctx, `UPDATE tasks SET
 		upstream_task_id = ?, mode = ?, status = ?, status_message = ?, last_updated_at = ?,
 		ttl_ms = ?, poll_interval_ms = ?, upstream_poll_ms = ?, result = ?, rpc_error = ?,
-		outcome = ?, outcome_detail = ?, version = version + 1
+		outcome = ?, outcome_detail = ?, upstream_session_id = ?, version = version + 1
 		WHERE id = ? AND version = ?`, sqlrec.TaskUpdateArgs(t)...))
 	if err != nil {
 		return fmt.Errorf("sqlite: update task %s: %w", t.ID, mapErr(err))
@@ -127,7 +127,7 @@ func (s *Store) ListTasks(ctx context.Context, owner string, after *store.Cursor
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
 	}
-	query := `SELECT ` + sqlrec.TaskColumns + ` FROM tasks WHERE owner = ?`
+	query := `SELECT ` + s.taskCols + ` FROM tasks WHERE owner = ?`
 	args := []any{owner}
 	if after != nil {
 		// A row value comparison, so the (owner, created_at, id) index can seek to it.
@@ -140,13 +140,13 @@ func (s *Store) ListTasks(ctx context.Context, owner string, after *store.Cursor
 
 // ListActive returns every task that is not terminal, oldest first.
 func (s *Store) ListActive(ctx context.Context) ([]*record.Task, error) {
-	return s.listTasks(ctx, "list active tasks", `SELECT `+sqlrec.TaskColumns+` FROM tasks
+	return s.listTasks(ctx, "list active tasks", `SELECT `+s.taskCols+` FROM tasks
 		WHERE status IN (?, ?) ORDER BY created_at, id`, record.StatusWorking, record.StatusInputRequired)
 }
 
 // ListUnsettled returns terminal tasks with an upstream id and a pending outcome.
 func (s *Store) ListUnsettled(ctx context.Context) ([]*record.Task, error) {
-	return s.listTasks(ctx, "list unsettled tasks", `SELECT `+sqlrec.TaskColumns+` FROM tasks
+	return s.listTasks(ctx, "list unsettled tasks", `SELECT `+s.taskCols+` FROM tasks
 		WHERE status IN (?, ?, ?) AND outcome = ? AND upstream_task_id != '' ORDER BY created_at, id`,
 		record.StatusCompleted, record.StatusFailed, record.StatusCancelled, record.OutcomePending)
 }

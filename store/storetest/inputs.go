@@ -14,7 +14,8 @@ import (
 func newInputs(taskID string) []record.Input {
 	return []record.Input{
 		{TaskID: taskID, Key: "k2", Method: "sampling/createMessage", Params: json.RawMessage(`{"messages":[], "maxTokens": 10}`)},
-		{TaskID: taskID, Key: "k1", Method: "elicitation/create", Params: json.RawMessage(`{"message":"name?" ,"requestedSchema":{}}`)},
+		{TaskID: taskID, Key: "k1", Method: "elicitation/create", Params: json.RawMessage(`{"message":"name?" ,"requestedSchema":{}}`),
+			UpstreamRequestID: json.RawMessage(`"up-7"`)},
 	}
 }
 
@@ -51,7 +52,8 @@ func testInputs(t *testing.T, s store.Store) {
 	again[0].Params = json.RawMessage(`{"changed":true}`)
 	again[1].Method = "roots/list"
 	at := base.Add(time.Second)
-	k3 := record.Input{TaskID: "t1", Key: "k0", Method: "roots/list", RequestID: "b-9", DeliveredAt: &at}
+	k3 := record.Input{TaskID: "t1", Key: "k0", Method: "roots/list", RequestID: "b-9", DeliveredAt: &at,
+		UpstreamRequestID: json.RawMessage(`12`)}
 	must(t, s.PutInputs(ctx, append(again, k3)), "PutInputs again")
 	checkInputs(t, s, "t1", []record.Input{k3, in[1], in[0]})
 

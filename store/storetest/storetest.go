@@ -5,6 +5,8 @@
 //
 //   - Times come back in UTC, truncated to the millisecond.
 //   - JSON fields come back byte for byte; nil and empty both come back nil.
+//   - UpstreamSessionID is mutable (the reverse route learns it with the upstream's task
+//     id); Input.UpstreamRequestID is written by PutInputs like the other input fields.
 //   - UpdateTask ignores the identity fields (ID, Owner, SessionID, RequestID,
 //     IdempotencyKey, Origin, Tool, ArgsHash, CreatedAt, ProgressToken): a task never
 //     changes hands. It returns ErrNotFound for an unknown id.
@@ -69,6 +71,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"PurgeExpired", testPurgeExpired},
 		{"Summary", testSummary},
 		{"CheckWritable", testCheckWritable},
+		{"ReverseRecords", testReverseRecords},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open(t)) })
@@ -141,6 +144,8 @@ func newTask(id, owner string) *record.Task {
 		Outcome:        record.OutcomePending,
 		OutcomeDetail:  "detail",
 		ProgressToken:  json.RawMessage(`"tok-1"`),
+
+		UpstreamSessionID: "upsess-" + id,
 	}
 }
 
@@ -164,6 +169,7 @@ func normInput(in record.Input) record.Input {
 	in.DeliveredAt = msp(in.DeliveredAt)
 	in.AnsweredAt = msp(in.AnsweredAt)
 	in.ForwardedAt = msp(in.ForwardedAt)
+	in.UpstreamRequestID = rawNorm(in.UpstreamRequestID)
 	return in
 }
 

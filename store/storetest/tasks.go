@@ -201,6 +201,7 @@ func mutate(x *record.Task, n int) {
 	x.Error = nil
 	x.Outcome = record.OutcomeSucceeded
 	x.OutcomeDetail = fmt.Sprintf("detail %d", n)
+	x.UpstreamSessionID = fmt.Sprintf("upsess-%d", n)
 }
 
 func testUpdateTaskCAS(t *testing.T, s store.Store) {

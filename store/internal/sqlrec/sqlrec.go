@@ -90,29 +90,51 @@ func RawOf(b []byte) json.RawMessage {
 	return json.RawMessage(b)
 }
 
+// ---- columns of older schemas ----------------------------------------------------------
+
+// addedIn names the columns later migrations added, with the schema version that added
+// them.
+var addedIn = map[string]int{"upstream_session_id": 4, "upstream_request_id": 4}
+
+// SelectList is cols (TaskColumns or InputColumns) as the SELECT list of a store whose
+// schema is at version v: a column added after v reads as empty (empty(col) is the
+// dialect's typed empty value), so an operator command built later still reads a store the
+// fleet has not migrated yet. For the current schema it is cols unchanged.
+func SelectList(cols string, v int, empty func(col string) string) string {
+	parts := strings.Split(cols, ",")
+	for i, p := range parts {
+		col := strings.TrimSpace(p)
+		if added, ok := addedIn[col]; ok && v < added {
+			parts[i] = " " + empty(col) + " AS " + col
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
 // ---- tasks -----------------------------------------------------------------------------
 
 // TaskColumns are the columns of tasks, in the order of TaskInsertArgs and ScanTask.
 const TaskColumns = `id, owner, session_id, request_id, idempotency_key, origin, upstream_task_id,
 	mode, tool, args_hash, status, status_message, created_at, last_updated_at, ttl_ms,
 	poll_interval_ms, upstream_poll_ms, result, rpc_error, outcome, outcome_detail,
-	progress_token, version`
+	progress_token, upstream_session_id, version`
 
 // TaskInsertArgs are the values of every column but version (the INSERT writes 1).
 func TaskInsertArgs(t *record.Task) []any {
 	return []any{t.ID, t.Owner, t.SessionID, t.RequestID, t.IdempotencyKey, t.Origin, t.UpstreamTaskID,
 		t.Mode, t.Tool, t.ArgsHash, t.Status, t.StatusMessage, Ms(t.CreatedAt),
 		Ms(t.LastUpdatedAt), NullInt(t.TTLMs), t.PollIntervalMs, t.UpstreamPollMs,
-		Raw(t.Result), Raw(t.Error), t.Outcome, t.OutcomeDetail, Raw(t.ProgressToken)}
+		Raw(t.Result), Raw(t.Error), t.Outcome, t.OutcomeDetail, Raw(t.ProgressToken), t.UpstreamSessionID}
 }
 
 // TaskUpdateArgs are the values of the compare-and-swap UPDATE: upstream_task_id, mode,
 // status, status_message, last_updated_at, ttl_ms, poll_interval_ms, upstream_poll_ms,
-// result, rpc_error, outcome, outcome_detail, then the id and the expected version.
+// result, rpc_error, outcome, outcome_detail, upstream_session_id, then the id and the
+// expected version.
 func TaskUpdateArgs(t *record.Task) []any {
 	return []any{t.UpstreamTaskID, t.Mode, t.Status, t.StatusMessage, Ms(t.LastUpdatedAt),
 		NullInt(t.TTLMs), t.PollIntervalMs, t.UpstreamPollMs, Raw(t.Result), Raw(t.Error),
-		t.Outcome, t.OutcomeDetail, t.ID, t.Version}
+		t.Outcome, t.OutcomeDetail, t.UpstreamSessionID, t.ID, t.Version}
 }
 
 // ScanTask reads a row of TaskColumns.
@@ -126,7 +148,7 @@ func ScanTask(row Row) (*record.Task, error) {
 	err := row.Scan(&t.ID, &t.Owner, &t.SessionID, &t.RequestID, &t.IdempotencyKey, &t.Origin,
 		&t.UpstreamTaskID, &t.Mode, &t.Tool, &t.ArgsHash, &t.Status, &t.StatusMessage,
 		&created, &updated, &ttl, &t.PollIntervalMs, &t.UpstreamPollMs, &result, &rpcErr,
-		&t.Outcome, &t.OutcomeDetail, &tok, &t.Version)
+		&t.Outcome, &t.OutcomeDetail, &tok, &t.UpstreamSessionID, &t.Version)
 	if err != nil {
 		return nil, err
 	}
@@ -167,25 +189,26 @@ func ScanSession(row Row) (*record.Session, error) {
 // ---- inputs ----------------------------------------------------------------------------
 
 // InputColumns are the columns of inputs, in the order of InputArgs and ScanInput.
-const InputColumns = `task_id, key, method, params, request_id, delivered_at, response, answered_at, forwarded_at`
+const InputColumns = `task_id, key, method, params, request_id, delivered_at, response, answered_at, forwarded_at,
+	upstream_request_id`
 
 // InputArgs are the values of InputColumns.
 func InputArgs(x record.Input) []any {
 	return []any{x.TaskID, x.Key, x.Method, Raw(x.Params), x.RequestID, NullMs(x.DeliveredAt),
-		Raw(x.Response), NullMs(x.AnsweredAt), NullMs(x.ForwardedAt)}
+		Raw(x.Response), NullMs(x.AnsweredAt), NullMs(x.ForwardedAt), Raw(x.UpstreamRequestID)}
 }
 
 // ScanInput reads a row of InputColumns.
 func ScanInput(row Row) (record.Input, error) {
 	var (
 		in                   record.Input
-		params, resp         []byte
+		params, resp, upID   []byte
 		deliv, answ, forward sql.NullInt64
 	)
-	if err := row.Scan(&in.TaskID, &in.Key, &in.Method, &params, &in.RequestID, &deliv, &resp, &answ, &forward); err != nil {
+	if err := row.Scan(&in.TaskID, &in.Key, &in.Method, &params, &in.RequestID, &deliv, &resp, &answ, &forward, &upID); err != nil {
 		return in, err
 	}
-	in.Params, in.Response = RawOf(params), RawOf(resp)
+	in.Params, in.Response, in.UpstreamRequestID = RawOf(params), RawOf(resp), RawOf(upID)
 	in.DeliveredAt, in.AnsweredAt, in.ForwardedAt = TimePtr(deliv), TimePtr(answ), TimePtr(forward)
 	return in, nil
 }
