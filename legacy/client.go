@@ -100,7 +100,8 @@ func (c *Client) URL() string { return c.shown }
 // RequestHandler answers one server→client request (elicitation/create,
 // sampling/createMessage, roots/list, ping, …) that arrived on a response stream. It runs
 // on its own goroutine, may block until the answer is known, and returns the result or an
-// error (sent as a JSON-RPC error). The UpstreamSession POSTs the answer back.
+// error (sent as a JSON-RPC error). The UpstreamSession POSTs the answer back, unless the
+// error is ErrNoReply (the answer goes later, through UpstreamSession.Respond).
 type RequestHandler func(ctx context.Context, req *jsonrpc.Message) (json.RawMessage, error)
 
 // CallOptions are the optional hooks of one Call.
@@ -363,6 +364,9 @@ func (s *UpstreamSession) answer(ctx context.Context, req *jsonrpc.Message, h Re
 		switch {
 		case h != nil:
 			res, err := h(ctx, req)
+			if errors.Is(err, ErrNoReply) {
+				return // answered later by Respond (adopt.go)
+			}
 			if err != nil {
 				out = jsonrpc.NewErrorResponse(req.ID, err)
 			} else {

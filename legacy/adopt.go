@@ -1,0 +1,50 @@
+package legacy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+)
+
+// Durable upstream sessions (the reverse route, docs/durability.md): a 2025-11-25 task
+// lives in the upstream session that created it, so a bridge that restarted (or another
+// replica) must reach the task through that same session. Adopt rebuilds a session handle
+// from the stored Mcp-Session-Id without a new initialize; Respond answers a server
+// request whose stream this process never saw (the request arrived before a restart, or on
+// another replica), by its stored JSON-RPC id.
+
+// ErrNoReply, returned by a RequestHandler, means the request is answered some other way
+// (later, by Respond, possibly from another process): nothing is POSTed for it now.
+var ErrNoReply = errors.New("legacy: the request is answered by Respond")
+
+// Adopt returns a session handle for the established upstream session id, negotiated at
+// protocol version version, without initializing: requests carry that Mcp-Session-Id and
+// MCP-Protocol-Version. A session the upstream no longer knows answers 404 to the first
+// request (ErrSessionGone, and Gone turns true). The handle has no initialize result.
+func (c *Client) Adopt(id, version string) *UpstreamSession {
+	return &UpstreamSession{c: c, id: id, version: version}
+}
+
+// Respond POSTs the answer to the server request id (its raw JSON-RPC id) in this session:
+// result, or rpcErr when it is non-nil. The upstream acknowledges with 202; a session it
+// no longer knows is ErrSessionGone.
+func (s *UpstreamSession) Respond(ctx context.Context, id json.RawMessage, result json.RawMessage, rpcErr *jsonrpc.Error) error {
+	var rid jsonrpc.ID
+	if err := json.Unmarshal(id, &rid); err != nil {
+		return s.upErr("response", 0, err)
+	}
+	msg := &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: rid, Result: result}
+	if rpcErr != nil {
+		msg = jsonrpc.NewErrorResponse(rid, rpcErr)
+	} else if len(msg.Result) == 0 {
+		msg.Result = json.RawMessage("{}")
+	}
+	resp, err := s.post(ctx, msg)
+	if err != nil {
+		return err
+	}
+	drain(resp.Body)
+	return s.checkAccepted(resp, "response")
+}
