@@ -48,3 +48,29 @@ func (s *UpstreamSession) Respond(ctx context.Context, id json.RawMessage, resul
 	drain(resp.Body)
 	return s.checkAccepted(resp, "response")
 }
+
+// CloseUnless is Close for a pool whose sessions may hold work that outlives this process
+// (the reverse route's tasks): a session for which keep returns true is forgotten but not
+// ended, so a later process can Adopt it; the others are ended with DELETE. Safe to call
+// twice, and after Close.
+func (p *Pool) CloseUnless(ctx context.Context, keep func(*UpstreamSession) bool) {
+	p.mu.Lock()
+	p.closed = true
+	entries := p.m
+	p.m = map[string]*poolEntry{}
+	p.mu.Unlock()
+	for _, e := range entries {
+		select {
+		case <-e.ready:
+			if e.s == nil {
+				continue
+			}
+			if keep(e.s) {
+				e.s.handler.Wait()
+				continue
+			}
+			e.s.Close(ctx)
+		default:
+		}
+	}
+}
