@@ -54,7 +54,8 @@ func (f *Forward) endpoints() endpoints {
 type ReverseConfig struct {
 	// Upstream is the legacy (2025-11-25) server. Required.
 	Upstream *legacy.Client
-	// Store holds the sessions of the legacy pass-through. Required.
+	// Store holds the reverse route's task records and the legacy pass-through's
+	// sessions. Required.
 	Store  store.Store
 	Logger zerolog.Logger
 	Now    func() time.Time
@@ -80,9 +81,14 @@ type ReverseConfig struct {
 	MaxReplayBytes      int64
 	MaxSessionInfoBytes int
 	// SessionRetention: pass-through sessions last seen longer ago are deleted every
-	// PurgeInterval; a negative interval disables the purge.
+	// PurgeInterval; a negative interval disables the purge (of sessions and of expired
+	// reverse task records alike).
 	SessionRetention time.Duration
 	PurgeInterval    time.Duration
+	// MaxResultBytes caps a reverse task's result or error (0: no cap); AuditRetention is
+	// how long a reverse record's audit part outlives its ttl.
+	MaxResultBytes int64
+	AuditRetention time.Duration
 
 	// Gate is the work gate shared by every route of the process. Nil: one gate with an
 	// empty policy for both routes.
@@ -106,10 +112,11 @@ func NewReverse(cfg ReverseConfig) (*Reverse, error) {
 	if cfg.Gate == nil {
 		cfg.Gate = gate.New(gate.Config{Now: cfg.Now})
 	}
-	rv, err := reverse.New(reverse.Config{Upstream: cfg.Upstream, Logger: cfg.Logger, Now: cfg.Now,
+	rv, err := reverse.New(reverse.Config{Upstream: cfg.Upstream, Store: cfg.Store, Logger: cfg.Logger, Now: cfg.Now,
 		PollFloorMs: cfg.PollFloorMs, PollCeilMs: cfg.PollCeilMs, CreateTimeout: cfg.CreateTimeout,
 		StatusTimeout: cfg.StatusTimeout, CancelTimeout: cfg.CancelTimeout, InputTimeout: cfg.InputTimeout,
-		InfoTTL: cfg.InfoTTL, MaxBodyBytes: cfg.MaxBodyBytes, Gate: cfg.Gate})
+		InfoTTL: cfg.InfoTTL, MaxBodyBytes: cfg.MaxBodyBytes, Gate: cfg.Gate, MaxResultBytes: cfg.MaxResultBytes,
+		AuditRetention: cfg.AuditRetention, PurgeInterval: cfg.PurgeInterval})
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package reverse
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 
@@ -12,8 +13,10 @@ import (
 	"github.com/taskbridge/taskbridge/bridge/internal/gate"
 	"github.com/taskbridge/taskbridge/bridge/internal/ids"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/redact"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/sep2663"
 )
 
@@ -30,11 +33,12 @@ type heldCall struct {
 	owner  string
 	asTask bool
 	tool   string
+	intent string // the intent record's id (asTask), else ""
 	box    *inputBox
 	cancel context.CancelFunc
-	done   chan struct{} // closed when the upstream call returned; then res/sess/err are set
+	done   chan struct{} // closed when the upstream call returned and was recorded; then res/rec/err are set
 	res    json.RawMessage
-	sess   *legacy.UpstreamSession
+	rec    *record.Task // the created task's record (a CreateTaskResult)
 	err    error
 
 	turn  sync.Mutex  // one client round at a time
@@ -71,8 +75,8 @@ func (r *Reverse) toolsCall(ctx context.Context, req *sep2663.Request) (json.Raw
 	owner := r.owner(req)
 	var release func()
 	if asTask {
-		release, err = r.gate.StartTask(ctx, gate.Task{Era: gate.Modern, Owner: owner,
-			Active: func(context.Context) (int, error) { return r.activeTasks(owner), nil }})
+		release, err = r.gate.StartTask(ctx, gate.Task{Era: gate.LegacyUpstream, Owner: owner,
+			Active: func(ctx context.Context) (int, error) { return r.st.CountActive(ctx, owner) }})
 		p = p.Set("task", json.RawMessage(`{}`)) // the upstream picks the ttl
 	} else {
 		release, err = r.gate.Acquire()
@@ -81,16 +85,26 @@ func (r *Reverse) toolsCall(ctx context.Context, req *sep2663.Request) (json.Raw
 		return nil, err
 	}
 	params := p.Encode()
-	hc := r.startCall(owner, name.Str, params, asTask, release)
+	intent := ""
+	if asTask {
+		rec, err := r.newIntent(ctx, owner, name.Str, req.Params)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		intent = rec.ID
+	}
+	hc := r.startCall(owner, name.Str, params, intent, release)
 	return r.waitCall(ctx, hc)
 }
 
 // startCall runs the upstream tools/call on its own goroutine (it may outlive this HTTP
-// request while the client answers MRTR input). release returns the gate's upstream slot
-// when the call has answered.
-func (r *Reverse) startCall(owner, tool string, params json.RawMessage, asTask bool, release func()) *heldCall {
+// request while the client answers MRTR input), and records its outcome on the intent
+// (intent != "") before anyone can read it. release returns the gate's upstream slot when
+// the call has answered.
+func (r *Reverse) startCall(owner, tool string, params json.RawMessage, intent string, release func()) *heldCall {
 	hc := &heldCall{
-		state: ids.NewTaskID(), owner: owner, asTask: asTask, tool: tool,
+		state: ids.NewTaskID(), owner: owner, asTask: intent != "", tool: tool, intent: intent,
 		box:  newInputBox("mrtr-", r.cfg.Now),
 		done: make(chan struct{}),
 	}
@@ -100,11 +114,53 @@ func (r *Reverse) startCall(owner, tool string, params json.RawMessage, asTask b
 	go func() {
 		defer r.wg.Done()
 		defer cancel()
-		defer release()
-		hc.res, hc.sess, hc.err = r.pool.Call(cctx, owner, "tools/call", params, legacy.CallOptions{OnRequest: hc.box.handler()})
+		res, sess, err := r.pool.Call(cctx, owner, "tools/call", params, legacy.CallOptions{OnRequest: hc.box.handler()})
+		release()
+		hc.res, hc.err = res, err
+		if hc.asTask {
+			r.settleCall(hc, sess)
+		}
 		close(hc.done)
 	}()
 	return hc
+}
+
+// settleCall records a task-augmented call's outcome on its intent: a CreateTaskResult
+// becomes the task (upstream task and session ids, written before the reply, and its
+// held tasks/result); anything else ends the intent, which nobody will ever look up.
+func (r *Reverse) settleCall(hc *heldCall, sess *legacy.UpstreamSession) {
+	ctx := r.ctx
+	var je *jsonrpc.Error
+	switch {
+	case hc.err == nil && gjson.GetBytes(hc.res, "task.taskId").Type == gjson.String:
+		var ct legacy.CreateTaskResult
+		if err := json.Unmarshal(hc.res, &ct); err != nil {
+			hc.err = jsonrpc.NewError(jsonrpc.CodeUpstream, "upstream CreateTaskResult is malformed")
+			r.endIntent(ctx, hc.intent, record.StatusFailed, record.OutcomeUnknown, "the upstream's CreateTaskResult is malformed")
+			return
+		}
+		rec, err := r.created(ctx, hc.intent, sess, ct.Task)
+		if err != nil {
+			// The task runs upstream but no restart could find it: tell the upstream to stop.
+			r.log.Error().Err(err).Str("task", hc.intent).Msg("reverse: created task not recorded; cancelling it upstream")
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.CancelTimeout)
+			p, _ := json.Marshal(legacy.TaskIDParams{TaskID: ct.Task.TaskID})
+			_, _ = sess.Call(cctx, "tasks/cancel", p, legacy.CallOptions{})
+			cancel()
+			hc.err = errNotRecorded
+			return
+		}
+		r.keepSession(sess)
+		hc.rec = rec
+		r.hold(rec)
+		r.log.Debug().Str("task", rec.ID).Str("upstreamTask", redact.Field(rec.UpstreamTaskID)).Str("tool", redact.Field(hc.tool)).Msg("reverse task created")
+	case hc.err == nil:
+		r.endIntent(ctx, hc.intent, record.StatusCompleted, record.OutcomeSucceeded, "the upstream answered without a task")
+	case errors.As(hc.err, &je):
+		r.endIntent(ctx, hc.intent, record.StatusFailed, record.OutcomeFailed, "the upstream refused the call")
+	default:
+		r.endIntent(ctx, hc.intent, record.StatusFailed, record.OutcomeUnknown, "the upstream call failed or was abandoned; the outcome is unknown")
+	}
 }
 
 // resume continues a held call with the client's inputResponses.
@@ -205,13 +261,8 @@ func (r *Reverse) callOutcome(hc *heldCall) (json.RawMessage, error) {
 	if hc.err != nil {
 		return nil, errmap.FromLegacy(hc.err)
 	}
-	if hc.asTask && gjson.GetBytes(hc.res, "task.taskId").Type == gjson.String {
-		var ct legacy.CreateTaskResult
-		if err := json.Unmarshal(hc.res, &ct); err != nil {
-			return nil, jsonrpc.NewError(jsonrpc.CodeUpstream, "upstream CreateTaskResult is malformed")
-		}
-		t := r.registerTask(hc.owner, hc.tool, hc.sess, ct.Task)
-		return json.Marshal(sep2663.CreateTaskResult{ResultType: sep2663.ResultTask, Task: r.modernTask(t, t.snapshot())})
+	if hc.rec != nil {
+		return json.Marshal(sep2663.CreateTaskResult{ResultType: sep2663.ResultTask, Task: r.modernTask(hc.rec)})
 	}
 	return mapping.ResultForModern(hc.res)
 }

@@ -9,7 +9,7 @@ import (
 // PooledSession is r's upstream session of anonymous callers, for tests that end it
 // behind the bridge's back.
 func PooledSession(ctx context.Context, r *Reverse) (*legacy.UpstreamSession, error) {
-	return r.pool.Get(ctx, "")
+	return r.pool.Get(ctx, anonymousPool)
 }
 
 // UpstreamURL is r's upstream endpoint.
@@ -17,10 +17,9 @@ func UpstreamURL(r *Reverse) string { return r.up.URL() }
 
 // UpstreamTaskID is the upstream's id of the bridge task id ("" when unknown).
 func UpstreamTaskID(r *Reverse, id string) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if t := r.tasks[id]; t != nil {
-		return t.upID
+	rec, err := r.st.GetTask(context.Background(), id)
+	if err != nil {
+		return ""
 	}
-	return ""
+	return rec.UpstreamTaskID
 }

@@ -13,9 +13,11 @@ import (
 	"github.com/taskbridge/taskbridge/sep2663"
 )
 
-// inputBox collects the server→client requests a legacy upstream sends on a held stream
-// (a tools/call before its task exists, or a task's tasks/result) and hands them the
-// answers a modern client gives (an MRTR retry, or tasks/update).
+// inputBox collects the server→client requests a legacy upstream sends on a held
+// tools/call before its task exists (MRTR) and hands them the answers the modern client
+// gives in its retry. It lives in memory with the held call: the upstream's tools/call
+// stream does not survive this process either. (A task's input requests are records:
+// held.go.)
 //
 // Keys are prefix + a counter, so they are stable across polls and never reused for the
 // life of the box. Concurrency: mu guards every field but changed, which is a 1-slot
@@ -29,7 +31,6 @@ type inputBox struct {
 	next    int
 	order   []string // keys in arrival order (for stable output)
 	pending map[string]*pendingInput
-	touched time.Time // last arrival or answer
 }
 
 type pendingInput struct {
@@ -41,9 +42,6 @@ type pendingInput struct {
 func newInputBox(prefix string, now func() time.Time) *inputBox {
 	return &inputBox{prefix: prefix, now: now, changed: make(chan struct{}, 1), pending: map[string]*pendingInput{}}
 }
-
-// inputMethods are the requests a 2026-07-28 client can answer as inputRequests.
-var inputMethods = map[string]bool{"elicitation/create": true, "sampling/createMessage": true, "roots/list": true}
 
 // handler is the legacy.RequestHandler of a held stream: an input request waits (until the
 // stream's ctx ends) for its answer; ping is answered at once; anything else is -32601.
@@ -73,7 +71,6 @@ func (b *inputBox) add(in sep2663.InputRequest) (string, *pendingInput) {
 	p := &pendingInput{req: in, answer: make(chan json.RawMessage, 1)}
 	b.pending[key] = p
 	b.order = append(b.order, key)
-	b.touched = b.now()
 	b.mu.Unlock()
 	select {
 	case b.changed <- struct{}{}:
@@ -127,7 +124,6 @@ func (b *inputBox) answer(key string, v json.RawMessage) bool {
 	p.answered = true
 	p.answer <- v
 	delete(b.pending, key)
-	b.touched = b.now()
 	return true
 }
 
@@ -147,10 +143,4 @@ func (b *inputBox) answerAll(responses json.RawMessage) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-func (b *inputBox) lastTouched() time.Time {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.touched
 }

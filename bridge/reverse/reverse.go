@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -15,19 +16,25 @@ import (
 	"github.com/taskbridge/taskbridge/bridge/internal/errmap"
 	"github.com/taskbridge/taskbridge/bridge/internal/gate"
 	"github.com/taskbridge/taskbridge/bridge/internal/pending"
+	"github.com/taskbridge/taskbridge/bridge/internal/sessions"
 	"github.com/taskbridge/taskbridge/internal/defaults"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/metrics"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/sep2663"
+	"github.com/taskbridge/taskbridge/store"
 )
 
 // Config configures a Reverse. Zero values take the defaults (internal/defaults).
 type Config struct {
 	// Upstream is the legacy (2025-11-25) server. Required.
 	Upstream *legacy.Client
-	Logger   zerolog.Logger
-	Now      func() time.Time
+	// Store holds the route's task records and input requests (records.go). Required.
+	Store  store.Store
+	Logger zerolog.Logger
+	Now    func() time.Time
 
 	PollFloorMs int64 // lowest pollIntervalMs told to modern clients
 	PollCeilMs  int64 // highest
@@ -44,6 +51,12 @@ type Config struct {
 
 	// MaxBodyBytes caps a body at the face (the front door caps it first: DoorConfig).
 	MaxBodyBytes int64
+	// MaxResultBytes caps a task's result or error: a larger one fails the task (0: no cap).
+	MaxResultBytes int64
+	// AuditRetention is how long the audit part of a record outlives its ttl; the ttl
+	// purge runs every PurgeInterval (negative: never).
+	AuditRetention time.Duration
+	PurgeInterval  time.Duration
 
 	// Gate is the work gate shared by every route of the process (kill switch, sunset,
 	// drain, per-principal concurrency cap, upstream backpressure). Nil: a gate with an
@@ -66,18 +79,25 @@ func (c *Config) setDefaults() {
 	defaults.Fill(&c.PollFloorMs, d.PollFloorMs)
 	defaults.Fill(&c.PollCeilMs, d.PollCeilMs)
 	defaults.Fill(&c.MaxBodyBytes, d.MaxBodyBytes)
+	defaults.Fill(&c.AuditRetention, d.AuditRetention)
+	if c.PurgeInterval == 0 {
+		c.PurgeInterval = d.PurgeInterval
+	}
 }
 
 // Reverse serves modern clients in front of one legacy upstream (reverse translation).
 //
-// Concurrency: exported methods are safe for concurrent use. mu guards tasks and closed;
-// held is a pending registry; info is swapped atomically; each rtask and heldCall has its
-// own lock. Every goroutine (held tasks/result, held tools/call) is tracked by wg and ends
-// with ctx.
+// Concurrency: exported methods are safe for concurrent use. The store holds the task
+// records (any replica serves any task). mu guards holders, upSessions and closed; held is
+// a pending registry; info is swapped atomically; each heldCall has its own lock. Every
+// goroutine (held tasks/result, held tools/call, the loops) is tracked by wg and ends with
+// ctx.
 type Reverse struct {
 	cfg    Config
 	up     *legacy.Client
-	pool   *legacy.Pool // modern callers: one upstream session per principal
+	st     store.Store
+	shared bool         // the store is shared by replicas (it can notify: PostgreSQL)
+	pool   *legacy.Pool // modern callers: one upstream session per owner
 	log    zerolog.Logger
 	modern *sep2663.Server
 	gate   *gate.Gate
@@ -85,9 +105,10 @@ type Reverse struct {
 	info atomic.Pointer[upstreamInfo]
 	held pending.Registry[*heldCall] // requestState → held MRTR call
 
-	mu     sync.Mutex
-	tasks  map[string]*rtask // bridge task id → task
-	closed bool
+	mu         sync.Mutex
+	holders    map[string]*holder                 // task id → this process's held tasks/result (held.go)
+	upSessions map[string]*legacy.UpstreamSession // Mcp-Session-Id → handle (opened or adopted)
+	closed     bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -104,14 +125,15 @@ type upstreamInfo struct {
 
 // New builds a Reverse. Call Start before serving and Close when done.
 func New(cfg Config) (*Reverse, error) {
-	if cfg.Upstream == nil {
-		return nil, errors.New("reverse: Config needs an Upstream")
+	if cfg.Upstream == nil || cfg.Store == nil {
+		return nil, errors.New("reverse: Config needs an Upstream and a Store")
 	}
 	cfg.setDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Reverse{
-		cfg: cfg, up: cfg.Upstream, pool: legacy.NewPool(cfg.Upstream), log: cfg.Logger,
-		tasks: map[string]*rtask{}, gate: cfg.Gate,
+		cfg: cfg, up: cfg.Upstream, st: cfg.Store, shared: canNotify(cfg.Store),
+		pool: legacy.NewPool(cfg.Upstream), log: cfg.Logger,
+		holders: map[string]*holder{}, upSessions: map[string]*legacy.UpstreamSession{}, gate: cfg.Gate,
 		ctx: ctx, cancel: cancel,
 	}
 	if r.gate == nil {
@@ -121,18 +143,41 @@ func New(cfg Config) (*Reverse, error) {
 	return r, nil
 }
 
-// Start opens the first upstream session and reads the upstream's capabilities and tools.
-// A failure is returned: an unreachable upstream at start is an operator error.
+// Start opens the first upstream session and reads the upstream's capabilities and tools
+// (a failure is returned: an unreachable upstream at start is an operator error), resumes
+// the unfinished tasks of the store (held.go) and starts the background loops.
 func (r *Reverse) Start(ctx context.Context) error {
-	_, err := r.upstream(ctx)
-	return err
+	if _, err := r.upstream(ctx); err != nil {
+		return err
+	}
+	if err := r.resumeTasks(ctx); err != nil {
+		return fmt.Errorf("reverse: resume from the store: %w", err)
+	}
+	r.background()
+	return nil
+}
+
+// notifier is the store capability that tells a store shared by replicas (PostgreSQL's
+// LISTEN/NOTIFY) from a single-process one.
+type notifier interface {
+	Notify(ctx context.Context, channel, payload string) error
+}
+
+func canNotify(st store.Store) bool {
+	if _, ok := st.(notifier); ok {
+		return true
+	}
+	_, ok := metrics.Unwrap(st).(notifier) // the instrumented wrapper hides it
+	return ok
 }
 
 // Handler is the route's 2026-07-28 face. Only the front door serves it (bridge.NewReverse,
 // bridge.NewDoor).
 func (r *Reverse) Handler() http.Handler { return r.modern }
 
-// Close stops held calls and pollers and closes every upstream session. Safe to call twice.
+// Close stops held calls and held tasks/result, and ends the pooled upstream sessions that
+// hold no unfinished task: a session with one stays open upstream, so that the next
+// process (or another replica) resumes its tasks in it. Safe to call twice.
 func (r *Reverse) Close(ctx context.Context) error {
 	r.mu.Lock()
 	already := r.closed
@@ -149,12 +194,36 @@ func (r *Reverse) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	r.pool.Close(ctx)
+	inUse, err := r.sessionsInUse(ctx)
+	r.pool.CloseUnless(ctx, func(s *legacy.UpstreamSession) bool { return err != nil || inUse[s.ID()] })
 	return nil
 }
 
-// owner is the principal of a modern request ("" when anonymous).
-func (r *Reverse) owner(req *sep2663.Request) string { return req.Principal }
+// sessionsInUse are the upstream sessions unfinished tasks of this upstream live in.
+func (r *Reverse) sessionsInUse(ctx context.Context) (map[string]bool, error) {
+	active, err := r.st.ListActive(ctx)
+	if err != nil {
+		return nil, err
+	}
+	unsettled, err := r.st.ListUnsettled(ctx)
+	if err != nil {
+		return nil, err
+	}
+	in := map[string]bool{}
+	for _, rec := range append(active, unsettled...) {
+		if rec.Mode == record.ModeReverse && rec.Origin == r.up.URL() {
+			in[rec.UpstreamSessionID] = true
+		}
+	}
+	return in, nil
+}
+
+// anonymousPool is the pool key of anonymous callers (and of the bridge's own requests).
+var anonymousPool = sessions.AnonymousModern
+
+// owner is the owner of a modern request's tasks, and the key of its pooled upstream
+// session (sessions.ModernOwner).
+func (r *Reverse) owner(req *sep2663.Request) string { return sessions.ModernOwner(req.Principal) }
 
 // upstream returns the cached upstream info, refreshing it after InfoTTL.
 func (r *Reverse) upstream(ctx context.Context) (*upstreamInfo, error) {
@@ -175,7 +244,7 @@ func (r *Reverse) upstream(ctx context.Context) (*upstreamInfo, error) {
 func (r *Reverse) fetchInfo(ctx context.Context) (*upstreamInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.StatusTimeout)
 	defer cancel()
-	s, err := r.pool.Get(ctx, "")
+	s, err := r.pool.Get(ctx, anonymousPool)
 	if err != nil {
 		return nil, err
 	}

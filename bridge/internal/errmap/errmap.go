@@ -7,6 +7,7 @@ package errmap
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
@@ -104,4 +105,13 @@ var ErrTaskNotFound = jsonrpc.NewError(jsonrpc.CodeInvalidParams, "Failed to ret
 func IsNotFound(err error) bool {
 	var je *jsonrpc.Error
 	return errors.As(err, &je) && je.Code == jsonrpc.CodeInvalidParams
+}
+
+// ResultTooLarge is the error a task ends with when its result or error (n bytes) is
+// larger than max_result_bytes (limit): the payload is not kept, and the real outcome of
+// the operation (it may well have succeeded) is named in data.outcome.
+func ResultTooLarge(n, limit int64, outcome string) (msg string, err *jsonrpc.Error) {
+	msg = fmt.Sprintf("The result (%d bytes) exceeds the bridge's limit of %d bytes; it was not kept.", n, limit)
+	return msg, jsonrpc.NewError(jsonrpc.CodeInternalError, msg).
+		WithData(map[string]any{"retryable": false, "outcome": outcome, "limit": "maxResultBytes"})
 }

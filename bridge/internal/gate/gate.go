@@ -7,7 +7,7 @@
 //
 // Two questions, asked in this order:
 //
-//	Admit    may a new task start?  kill switch → sunset (2025-11-25 tasks only) → drain →
+//	Admit    may a new task start?  kill switch → sunset (tasks on the 2025-11-25 API) → drain →
 //	         the owner's unfinished tasks (max_concurrent_tasks)
 //	Acquire  may one more upstream call start?  in-flight calls to the upstream
 //	         (max_upstream_inflight); beyond the cap: "overloaded, retry after" at once
@@ -47,6 +47,11 @@ const (
 	Legacy Era = iota + 1
 	// Modern is the SEP-2663 tasks extension of MCP 2026-07-28.
 	Modern
+	// LegacyUpstream is a task a 2026-07-28 client creates through the SEP-2663 extension
+	// that the bridge creates upstream through the 2025-11-25 API (the reverse route): the
+	// sunset retires it too, since the API it runs on is the retired one; the refusal
+	// names the server, not the client, as what must upgrade.
+	LegacyUpstream
 )
 
 // Policy is the operator's policy for new work. It is replaced as a whole (SetPolicy).
@@ -131,8 +136,8 @@ func (g *Gate) Admit(ctx context.Context, t Task) error {
 	switch {
 	case p.KillSwitch:
 		return g.refuse("kill_switch", ErrKillSwitch)
-	case t.Era == Legacy && !p.Sunset.IsZero() && !g.now().Before(p.Sunset):
-		return g.refuse("sunset", sunsetError(p.Sunset))
+	case t.Era != Modern && !p.Sunset.IsZero() && !g.now().Before(p.Sunset):
+		return g.refuse("sunset", sunsetError(p.Sunset, t.Era))
 	case g.draining != nil && g.draining():
 		return g.refuse("draining", ErrDraining)
 	}
@@ -189,11 +194,17 @@ var (
 		WithData(map[string]any{"reason": "draining", "retryable": true})
 )
 
-func sunsetError(sunset time.Time) *jsonrpc.Error {
+// sunsetError is the one sunset refusal: the same code and data on every route; the
+// message names what must upgrade (the client, or the upstream server on the reverse route).
+func sunsetError(sunset time.Time, era Era) *jsonrpc.Error {
 	day := sunset.UTC().Format(time.DateOnly)
+	who := "the client"
+	if era == LegacyUpstream {
+		who = "the upstream server (it offers tasks only through the retired API)"
+	}
 	return jsonrpc.NewError(jsonrpc.CodeTasksRefused,
 		"the experimental tasks API of MCP 2025-11-25 was retired on "+day+
-			": new tasks are refused; upgrade the client to "+SunsetReplacement+
+			": new tasks are refused; upgrade "+who+" to "+SunsetReplacement+
 			" (existing tasks are served until their ttl)").
 		WithData(map[string]any{"reason": "sunset", "retiredOn": day, "retryable": false,
 			"replacement": map[string]string{"extension": "io.modelcontextprotocol/tasks", "protocolVersion": "2026-07-28"}})

@@ -3,7 +3,8 @@
 // the routes that serve legacy clients (the forward route and the legacy pass-through)
 // hand it this adapter, which persists each session as a record.Session.
 //
-// It also holds the one rule both routes use to bind tasks to a caller (Owner).
+// It also holds the one rule every route uses to bind tasks to a caller: Owner for a
+// legacy session's tasks, ModernOwner for a 2026-07-28 request's.
 package sessions
 
 import (
@@ -78,4 +79,20 @@ func Owner(sess *legacy.Session) string {
 		return "principal:" + sess.Principal
 	}
 	return "session:" + sess.ID
+}
+
+// AnonymousModern is the owner of 2026-07-28 requests without authentication: such a
+// request carries no session to bind its tasks to, so every anonymous modern caller is one
+// owner (its task ids, 128 random bits, are what keeps them apart; docs/security.md).
+const AnonymousModern = "anonymous"
+
+// ModernOwner is the identity a 2026-07-28 request's tasks are bound to (the reverse route
+// and the modern pass-through): its principal, under the same name as a legacy session of
+// that principal ("principal:<key>", so a principal's limit counts its tasks on every
+// route), or AnonymousModern.
+func ModernOwner(principal string) string {
+	if principal != "" {
+		return "principal:" + principal
+	}
+	return AnonymousModern
 }
