@@ -151,6 +151,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			InputTimeout: cfg.InputTimeout, MaxBodyBytes: cfg.MaxBody, Gate: gate,
 			MaxReplayBytes: cfg.MaxReplayBytes, MaxSessionInfoBytes: cfg.MaxSessionInfoBytes,
 			SessionRetention: cfg.ReportWindow, PurgeInterval: cfg.PurgeInterval,
+			MaxResultBytes: cfg.MaxResultBytes, AuditRetention: cfg.AuditRetention,
 		}, up.url, h, hc)
 		if err != nil {
 			return fmt.Errorf("serve: legacy upstream %s: %w", up.describe(), err)
