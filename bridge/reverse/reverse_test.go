@@ -29,7 +29,7 @@ func startLegacyUpstream(t *testing.T) string {
 	return testenv.StartNodeServer(t, "legacy-server.mjs", "--port", "0")
 }
 
-func newReverse(t *testing.T) (*bridge.Reverse, string) {
+func newReverse(t *testing.T, opts ...func(*bridge.ReverseConfig)) (*bridge.Reverse, string) {
 	t.Helper()
 	up := startLegacyUpstream(t)
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "b.db"))
@@ -37,7 +37,11 @@ func newReverse(t *testing.T) (*bridge.Reverse, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	r, err := bridge.NewReverse(bridge.ReverseConfig{Upstream: legacy.NewClient(legacy.ClientOptions{URL: up}), Store: st, Logger: zerolog.Nop(), PollFloorMs: 100})
+	rc := bridge.ReverseConfig{Upstream: legacy.NewClient(legacy.ClientOptions{URL: up}), Store: st, Logger: zerolog.Nop(), PollFloorMs: 100}
+	for _, o := range opts {
+		o(&rc)
+	}
+	r, err := bridge.NewReverse(rc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,5 +202,23 @@ func TestReverseTaskIDsAreBridgeOwned(t *testing.T) {
 	}
 	if _, err := mc.GetTask(ctx, upID, sep2663.RequestMeta{}); err == nil || !strings.Contains(err.Error(), "-32602") {
 		t.Fatalf("tasks/get with the upstream id: %v, want -32602", err)
+	}
+}
+
+// TestReverseMaxResultBytes: a task result larger than max_result_bytes is not kept; the
+// task fails with the "too large" error, which still names the real outcome (the tool
+// succeeded upstream), so the client does not blindly run it again.
+func TestReverseMaxResultBytes(t *testing.T) {
+	_, url := newReverse(t, func(rc *bridge.ReverseConfig) { rc.MaxResultBytes = 16 })
+	ctx := context.Background()
+	mc := sep2663.NewClient(sep2663.ClientOptions{URL: url})
+	out, err := mc.CallTool(ctx, json.RawMessage(`{"name":"slow_compute","arguments":{"seconds":0}}`), sep2663.RequestMeta{}, nil)
+	if err != nil || out.Kind != sep2663.KindTask {
+		t.Fatalf("tools/call: %v %+v", err, out)
+	}
+	dt := pollModern(t, mc, out.Task.TaskID, func(d *sep2663.DetailedTask) bool { return d.Status.IsTerminal() })
+	if dt.Status != sep2663.StatusFailed || dt.Error == nil || dt.Result != nil ||
+		gjson.GetBytes(dt.Error.Data, "limit").Str != "maxResultBytes" || gjson.GetBytes(dt.Error.Data, "outcome").Str != "succeeded" {
+		t.Fatalf("over-large result: status %s error %+v result %s", dt.Status, dt.Error, dt.Result)
 	}
 }
