@@ -246,7 +246,7 @@ func TestReverseFaultSIGKILL(t *testing.T) {
 
 	// The same ids, answered by the new process in the sessions the tasks live in.
 	after := reverseUntil(t, front.url, asking, func(gjson.Result) bool { return true })
-	if after.Get("status").Str != "input_required" || !after.Get("inputRequests." + gjson.Escape(key)).Exists() {
+	if after.Get("status").Str != "input_required" || !after.Get("inputRequests."+gjson.Escape(key)).Exists() {
 		t.Fatalf("input_required task after the restart: %s (before: key %s)", after.Raw, key)
 	}
 	if r := rawModern(t, front.url, "tasks/update", `{"taskId":"`+asking+`","inputResponses":{"`+key+`":{"action":"accept","content":{"confirm":true}}}}`); r.Get("error").Exists() {
