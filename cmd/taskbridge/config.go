@@ -114,7 +114,6 @@ func checkConnections(ctx context.Context, cfg *config.Config, stdout io.Writer)
 // true to serve.go: when a route starts applying a setting, its entry goes.
 var ineffective = map[upstreamEra][]struct{ key, why string }{
 	eraLegacy: {
-		{"max_result_bytes", "results stay with the 2025-11-25 upstream; the bridge keeps none"},
 		{"max_ttl", "the ttl is the upstream's own on this route"},
 		{"heartbeat", "there is no sync collapse on this route"},
 		{"list_page_size", "tasks/list is the upstream's own on this route"},
@@ -123,7 +122,6 @@ var ineffective = map[upstreamEra][]struct{ key, why string }{
 		{"no_hosting", "bridge-hosted tasks exist on the forward route only"},
 		{"host_workers", "bridge-hosted tasks exist on the forward route only"},
 		{"tool_task_support", "tools/list comes from the 2025-11-25 upstream unchanged on this route"},
-		{"audit_retention", "the task records' TTL purge runs on the forward route only"},
 		{"poll_fault_budget", "the budget of invalid tasks/get replies is the forward route's"},
 	},
 }

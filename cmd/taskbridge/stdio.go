@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -17,20 +18,14 @@ import (
 	"github.com/taskbridge/taskbridge/internal/config"
 	"github.com/taskbridge/taskbridge/internal/redact"
 	"github.com/taskbridge/taskbridge/sep2663"
+	"github.com/taskbridge/taskbridge/store"
 )
 
 // upstreamFlags choose the upstream: a URL (Streamable HTTP) or a command run as a child
-// process over stdio. Shared by serve and stdio.
+// process over stdio (the upstream* settings). Shared by serve and stdio.
 type upstreamFlags struct {
 	url, cmd            string
 	closeWait, termWait time.Duration
-}
-
-func (u *upstreamFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&u.url, "upstream", "", "URL of the SEP-2663 (2026-07-28) upstream MCP endpoint")
-	fs.StringVar(&u.cmd, "upstream-cmd", "", `run the upstream as a child process over stdio: "CMD ARGS" (quotes group words; not a shell)`)
-	fs.DurationVar(&u.closeWait, "upstream-close-wait", 5*time.Second, "on shutdown, wait this long for the upstream child to exit after closing its stdin")
-	fs.DurationVar(&u.termWait, "upstream-term-wait", 5*time.Second, "then wait this long after SIGTERM before SIGKILL")
 }
 
 // describe names the upstream for the startup line, logs and /status: the URL in its
@@ -65,30 +60,47 @@ func (u *upstreamFlags) open(log zerolog.Logger, childStderr io.Writer) (up *sep
 	return nil, nil, errors.New("--upstream URL or --upstream-cmd CMD is required")
 }
 
-// stdioKeys are the configuration keys "taskbridge stdio" takes as flags (besides its own
-// flags above); they also come from --config and TASKBRIDGE_* like serve's.
-var stdioKeys = []string{"stdio_principal", "request_rate", "request_burst", "max_body", "kill_switch", "sunset",
-	"max_concurrent_tasks", "max_upstream_inflight"}
+// stdioServerOnly are the settings of a network server, which "taskbridge stdio" (one
+// client on stdin/stdout, no listener) has no use for: they have no flag here, and a file or
+// TASKBRIDGE_* variable that sets one gets a warning naming it (a file shared with serve
+// stays usable). Everything else is read exactly as serve reads it.
+var stdioServerOnly = []string{"listen", "admin", "public_metrics", "access_log", "allowed_origins",
+	"drain_timeout", "drain_quiet", "auth", "body_read_timeout", "tls_cert", "tls_key", "tls_client_ca",
+	"admin_tls_client_ca", "oauth_resource", "oauth_authorization_servers", "oauth_scopes",
+	"read_header_timeout", "idle_timeout", "max_header_bytes"}
+
+// stdioKeys are the configuration keys "taskbridge stdio" takes: every key but the
+// server-only ones.
+var stdioKeys = func() []string {
+	var ks []string
+	for _, k := range config.Keys() {
+		if !slices.Contains(stdioServerOnly, k) {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}()
+
+// stdio's own defaults where serve's do not fit one client launched by another program:
+// quieter logs, and a throwaway store unless one is configured.
+const stdioLogLevel = "warn"
 
 // cmdStdio serves one legacy client on stdin/stdout: an MCP client launches
 // "taskbridge stdio --upstream URL" as its server. stdout carries only MCP messages; logs
-// go to stderr. The session ends when stdin closes. The client passes the front door like
-// every other (bridge.Door.ServeStdio): the line cap (max_body), the process's principal
-// (stdio_principal), the rate limit, then the route, whose work gate applies the kill
-// switch, the sunset and the limits.
+// go to stderr. The session ends when stdin closes. The configuration is serve's (flags,
+// TASKBRIDGE_*, --config FILE; internal/config): the upstream credential and TLS, the
+// store, timeouts, limits, the sunset and the kill switch apply as they do in serve. The
+// client passes the front door like every other (bridge.Door.ServeStdio): the line cap
+// (max_body), the process's principal (stdio_principal), the rate limit, then the route,
+// whose work gate applies the kill switch, the sunset and the limits.
 func cmdStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("stdio", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var up upstreamFlags
-	up.register(fs)
-	storeSpec := fs.String("store", "", "task store: sqlite:PATH or postgres://… (default: a temporary SQLite file removed at exit)")
-	logLevel := fs.String("log-level", "warn", "log level on stderr: debug, info, warn, error")
-	pollFloor := fs.Int64("poll-floor-ms", 250, "lowest poll interval told to clients and used upstream, ms")
-	heartbeat := fs.Duration("heartbeat", 10*time.Second, "progress heartbeat interval on long requests")
 	loader := config.RegisterKeys(fs, stdioKeys...)
-	c := command{name: "stdio", synopsis: "stdio --upstream URL|--upstream-cmd CMD [flags]",
+	c := command{name: "stdio", synopsis: "stdio [--config FILE] --upstream URL|--upstream-cmd CMD [flags]",
 		about: "Serves one 2025-11-25 client on stdin/stdout (an MCP client launches this as its server); logs go to\n" +
-			"stderr, and stdout carries only MCP messages.",
+			"stderr, and stdout carries only MCP messages. Settings are serve's (file, TASKBRIDGE_*, flags), less the\n" +
+			"listener ones; without a store setting the tasks live in a temporary SQLite file removed at exit.",
 		keys: stdioKeys}
 	if _, err := parseArgs(fs, c, args, stdout); err != nil {
 		return err
@@ -97,41 +109,73 @@ func cmdStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return fmt.Errorf("stdio: configuration:\n%w", err)
 	}
-	log := newLogger(stderr, *logLevel)
-	spec := *storeSpec
-	if spec == "" {
+	if _, set := cfg.Sources["log_level"]; !set {
+		cfg.LogLevel = stdioLogLevel
+	}
+	if _, set := cfg.Sources["store"]; !set {
 		dir, err := os.MkdirTemp("", "taskbridge-stdio-")
 		if err != nil {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		spec = "sqlite:" + filepath.Join(dir, "tasks.db")
+		cfg.Store = "sqlite:" + filepath.Join(dir, "tasks.db")
 	}
-	st, err := openStore(ctx, spec)
+	if err := cfg.Validate(true); err != nil {
+		return fmt.Errorf("stdio: configuration:\n%w", err)
+	}
+	log := newLogger(stderr, cfg.LogLevel)
+	for _, k := range stdioServerOnly {
+		if src, set := cfg.Sources[k]; set {
+			log.Warn().Str("key", k).Str("from", src).Msg("setting has no effect on taskbridge stdio (no listener: one client on stdin/stdout)")
+		}
+	}
+	for _, w := range config.UnknownEnv(os.Environ()) {
+		log.Warn().Msg(w)
+	}
+	return runStdio(ctx, cfg, log, stdin, stdout, stderr)
+}
+
+// runStdio opens the store and the upstream as serve does and serves the one session.
+func runStdio(ctx context.Context, cfg *config.Config, log zerolog.Logger, stdin io.Reader, stdout, stderr io.Writer) error {
+	tl, err := loadTLS(cfg)
+	if err != nil {
+		return fmt.Errorf("stdio: %w", err)
+	}
+	up := upstreamFlags{url: cfg.Upstream, cmd: cfg.UpstreamCmd, closeWait: cfg.UpstreamCloseWait, termWait: cfg.UpstreamTermWait}
+	st, err := openStore(ctx, cfg.Store)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	client, stopUpstream, err := up.open(log, stderr)
+	client, stopUpstream, err := openUpstream(up, cfg, nil, tl, log, stderr)
 	if err != nil {
 		return fmt.Errorf("stdio: %w", err)
 	}
 	defer shutdownUpstream(stopUpstream, up.closeWait+up.termWait+time.Second)
-	gate := bridge.NewGate(bridge.GateConfig{Policy: bridge.Policy{KillSwitch: cfg.KillSwitch, Sunset: cfg.Sunset,
-		MaxConcurrentTasks: cfg.MaxConcurrentTasks, MaxInflight: cfg.MaxUpstreamInflight}})
+	gate := bridge.NewGate(bridge.GateConfig{Policy: gatePolicy(cfg)})
 	var engine mcpBridge
 	// A 2025-11-25 upstream (server/discover refused, era.go) gets the pass-through face.
-	if up.cmd == "" && detectEra(ctx, client, 10*time.Second, log) == eraLegacy {
-		rb, err := newReverseFromConfig(ctx, bridge.ReverseConfig{Store: st, Logger: log, PollFloorMs: *pollFloor,
-			MaxBodyBytes: cfg.MaxBody, Gate: gate}, up.url, nil, nil)
+	if up.cmd == "" && detectEra(ctx, client, cfg.StatusTimeout, log) == eraLegacy {
+		hc, h := upstreamHTTP(cfg, nil, tl)
+		rb, err := newReverseFromConfig(ctx, bridge.ReverseConfig{
+			Store: st, Logger: log, PollFloorMs: cfg.PollFloorMs, PollCeilMs: cfg.PollCeilMs,
+			CreateTimeout: cfg.CreateTimeout, StatusTimeout: cfg.StatusTimeout, CancelTimeout: cfg.CancelTimeout,
+			InputTimeout: cfg.InputTimeout, MaxBodyBytes: cfg.MaxBody, Gate: gate,
+			MaxReplayBytes: cfg.MaxReplayBytes, MaxSessionInfoBytes: cfg.MaxSessionInfoBytes,
+			SessionRetention: cfg.ReportWindow, PurgeInterval: cfg.PurgeInterval,
+			MaxResultBytes: cfg.MaxResultBytes, AuditRetention: cfg.AuditRetention,
+		}, up.url, h, hc)
 		if err != nil {
 			return fmt.Errorf("stdio: legacy upstream %s: %w", up.describe(), err)
 		}
 		log.Info().Str("upstream", up.describe()).Msg("taskbridge serving stdio (2025-11-25 upstream: pass-through)")
 		engine = rb
 	} else {
-		b, err := bridge.NewForward(forward.Config{Store: st, Upstream: client, Logger: log, PollFloorMs: *pollFloor,
-			Heartbeat: *heartbeat, MaxBodyBytes: cfg.MaxBody, Gate: gate})
+		fc, err := stdioForwardConfig(cfg, st, client, log, gate)
+		if err != nil {
+			return fmt.Errorf("stdio: %w", err)
+		}
+		b, err := bridge.NewForward(fc)
 		if err != nil {
 			return err
 		}
@@ -151,6 +195,24 @@ func cmdStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return fmt.Errorf("stdio: %w", err)
 	}
 	return door.ServeStdio(ctx, stdin, stdout)
+}
+
+// stdioForwardConfig is serve's forward route configuration (serve.go, cmdServe) for the
+// one stdio session: keep the two in step.
+func stdioForwardConfig(cfg *config.Config, st store.Store, up *sep2663.Client, log zerolog.Logger, g *bridge.Gate) (forward.Config, error) {
+	fc := forward.Config{
+		Store: st, Upstream: up, Logger: log, Gate: g,
+		MaxTTLMs: cfg.MaxTTL.Milliseconds(), PollFloorMs: cfg.PollFloorMs, PollCeilMs: cfg.PollCeilMs,
+		Heartbeat: cfg.Heartbeat, ListPageSize: cfg.ListPageSize, CreateTimeout: cfg.CreateTimeout,
+		StatusTimeout: cfg.StatusTimeout, CancelTimeout: cfg.CancelTimeout, InputTimeout: cfg.InputTimeout,
+		MaxBodyBytes: cfg.MaxBody, MaxResultBytes: cfg.MaxResultBytes, PollFaultBudget: cfg.PollFaultBudget,
+		AuditRetention: cfg.AuditRetention, PurgeInterval: cfg.PurgeInterval,
+		HostAllow: cfg.HostAllow, HostDeny: cfg.HostDeny, NoHosting: cfg.NoHosting, HostWorkers: cfg.HostWorkers,
+		MaxReplayBytes: cfg.MaxReplayBytes, MaxSessionInfoBytes: cfg.MaxSessionInfoBytes, SessionRetention: cfg.ReportWindow,
+	}
+	var err error
+	fc.ToolTaskSupport, err = parseToolTaskSupport(cfg.ToolTaskSupport)
+	return fc, err
 }
 
 // shutdownUpstream stops an upstream child within limit.
