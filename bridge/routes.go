@@ -41,7 +41,8 @@ func NewForward(cfg forward.Config) (*Forward, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := passthrough.NewModern(passthrough.ModernConfig{Upstream: b.Upstream(), Gate: b.Gate(), MaxBodyBytes: cfg.MaxBodyBytes})
+	m := passthrough.NewModern(passthrough.ModernConfig{Upstream: b.Upstream(), Store: cfg.Store,
+		Logger: cfg.Logger, Now: cfg.Now, Gate: b.Gate(), MaxBodyBytes: cfg.MaxBodyBytes})
 	return &Forward{Bridge: b, modern: m}, nil
 }
 

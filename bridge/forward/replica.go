@@ -216,7 +216,7 @@ func (b *Bridge) hostedHere(id string) bool {
 // whose heartbeat (LastUpdatedAt, see beatHosted) is older than hostLease: a hosted call
 // may legitimately run for as long as its ttl on a live replica, which keeps beating.
 func (b *Bridge) orphan(rec *record.Task) bool {
-	if rec.Status.Terminal() || (rec.Mode == record.ModeTranslate && rec.UpstreamTaskID != "") {
+	if rec.Status.Terminal() || (rec.Mode == record.ModeTranslate && rec.UpstreamTaskID != "") || !ownMode(rec.Mode) {
 		return false
 	}
 	if b.reg.peers == nil {

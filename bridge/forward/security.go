@@ -46,7 +46,14 @@ func (b *Bridge) callerOwner(ctx context.Context, sess *legacy.Session) (string,
 // owns reports whether the caller may see rec.
 func (b *Bridge) owns(ctx context.Context, sess *legacy.Session, rec *record.Task) bool {
 	own, ok := b.callerOwner(ctx, sess)
-	return ok && rec.Owner == own
+	return ok && rec.Owner == own && ownMode(rec.Mode)
+}
+
+// ownMode reports whether a record of mode m is this route's: the store also holds the
+// records of the modern pass-through and the reverse route (the same owner names, so a
+// principal's cap counts them all), which this route never shows, resumes nor fails.
+func ownMode(m record.Mode) bool {
+	return m == record.ModeTranslate || m == record.ModeHost || m == record.ModeComplete
 }
 
 // idempotencyKey returns the request's idempotency key: the Idempotency-Key header, else

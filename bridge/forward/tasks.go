@@ -287,7 +287,7 @@ func (b *Bridge) tasksList(ctx context.Context, sess *legacy.Session, req *jsonr
 	}
 	now := b.cfg.Now()
 	for _, rec := range recs {
-		if exp, ok := rec.ExpiresAt(); ok && now.After(exp) {
+		if exp, ok := rec.ExpiresAt(); (ok && now.After(exp)) || !ownMode(rec.Mode) {
 			continue
 		}
 		// The page was just read from the store; only a tracker here may hold a newer copy

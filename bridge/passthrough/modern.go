@@ -6,13 +6,16 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/bridge/internal/errmap"
 	"github.com/taskbridge/taskbridge/bridge/internal/gate"
+	"github.com/taskbridge/taskbridge/bridge/internal/sessions"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/mapping"
 	"github.com/taskbridge/taskbridge/sep2663"
+	"github.com/taskbridge/taskbridge/store"
 )
 
 // Modern serves 2026-07-28 clients in front of a 2026-07-28 upstream (same
@@ -27,14 +30,19 @@ import (
 // capabilities, so the upstream must answer synchronously or refuse, exactly as a legacy
 // client is told to call without params.task; when the upstream refuses because the tool
 // runs only as a task (-32021), the client gets the gate's refusal, which says why.
-// Unfinished tasks are counted in a Ledger from what passes through: a resultType "task"
-// answer starts one, a terminal tasks/get or a tasks/cancel ends it, its ttlMs bounds it.
+// Every task created through this route gets a record in the store (modernrecords.go): the
+// owner it is bound to (tasks/get, tasks/update and tasks/cancel of anyone else's, or of
+// an unknown id, get the one not-found answer without reaching the upstream), and whether
+// it is unfinished (counted by the store for the cap, on every replica).
 // Every tools/call and forwarded request holds an upstream slot (backpressure); task
 // reads, updates, cancels and listens never do, so existing tasks stay reachable under load.
 type Modern struct {
 	up     *sep2663.Client
+	st     store.Store
+	origin string // the upstream (redacted URL): the records' Origin
+	log    zerolog.Logger
+	now    func() time.Time
 	gate   *gate.Gate
-	ledger *gate.Ledger
 	face   *sep2663.Server
 }
 
@@ -42,6 +50,10 @@ type Modern struct {
 type ModernConfig struct {
 	// Upstream is the 2026-07-28 server. Required.
 	Upstream *sep2663.Client
+	// Store holds the route's task records (modernrecords.go). Required.
+	Store  store.Store
+	Logger zerolog.Logger
+	Now    func() time.Time
 	// Gate is the work gate shared by every route of the process. Nil: an empty policy.
 	Gate *gate.Gate
 	// MaxBodyBytes caps a body at the face (the front door caps it first).
@@ -50,11 +62,13 @@ type ModernConfig struct {
 
 // NewModern builds the modern pass-through.
 func NewModern(cfg ModernConfig) *Modern {
-	m := &Modern{up: cfg.Upstream, gate: cfg.Gate}
+	m := &Modern{up: cfg.Upstream, st: cfg.Store, origin: cfg.Upstream.URL(), log: cfg.Logger, now: cfg.Now, gate: cfg.Gate}
 	if m.gate == nil {
 		m.gate = gate.New(gate.Config{})
 	}
-	m.ledger = gate.NewLedger(m.gate)
+	if m.now == nil {
+		m.now = time.Now
+	}
 	m.face = sep2663.NewServer(sep2663.ServerOptions{Handler: m, MaxBodyBytes: cfg.MaxBodyBytes})
 	return m
 }
@@ -68,12 +82,22 @@ func (m *Modern) Serve(ctx context.Context, req *sep2663.Request) (json.RawMessa
 	switch req.Method {
 	case sep2663.MethodToolsCall:
 		return m.toolsCall(ctx, req)
-	case sep2663.MethodTasksGet, sep2663.MethodTasksUpdate, sep2663.MethodTasksCancel, sep2663.MethodSubscriptionsListen:
+	case sep2663.MethodTasksGet, sep2663.MethodTasksUpdate, sep2663.MethodTasksCancel:
+		rec, err := m.owned(ctx, sessions.ModernOwner(req.Principal), req)
+		if err != nil {
+			return nil, err
+		}
 		res, err := m.up.Call(ctx, req.Method, req.Params, sep2663.RequestMeta{}, nil)
 		if err != nil {
 			return nil, errmap.FromModern(err)
 		}
-		m.observe(req, res)
+		m.observe(ctx, req, rec, res)
+		return res, nil
+	case sep2663.MethodSubscriptionsListen:
+		res, err := m.up.Call(ctx, req.Method, req.Params, sep2663.RequestMeta{}, nil)
+		if err != nil {
+			return nil, errmap.FromModern(err)
+		}
 		return res, nil
 	}
 	release, err := m.gate.Acquire()
@@ -92,9 +116,10 @@ func (m *Modern) Serve(ctx context.Context, req *sep2663.Request) (json.RawMessa
 func (m *Modern) toolsCall(ctx context.Context, req *sep2663.Request) (json.RawMessage, error) {
 	var meta sep2663.RequestMeta
 	var refused error
+	owner := sessions.ModernOwner(req.Principal)
 	if req.Tasks() {
-		refused = m.gate.Admit(ctx, gate.Task{Era: gate.Modern, Owner: req.Principal,
-			Active: func(context.Context) (int, error) { return m.ledger.Active(req.Principal), nil }})
+		refused = m.gate.Admit(ctx, gate.Task{Era: gate.Modern, Owner: owner,
+			Active: func(ctx context.Context) (int, error) { return m.active(ctx, owner) }})
 		if refused != nil {
 			caps, err := mapping.WithoutTasksExtension(req.CapabilitiesRaw)
 			if err != nil {
@@ -115,22 +140,10 @@ func (m *Modern) toolsCall(ctx context.Context, req *sep2663.Request) (json.RawM
 		}
 		return nil, errmap.FromModern(err)
 	}
-	if r := gjson.ParseBytes(res); r.Get("resultType").Str == sep2663.ResultTask {
-		ttl := time.Duration(r.Get("ttlMs").Int()) * time.Millisecond
-		m.ledger.Started(req.Principal, "", r.Get("taskId").Str, ttl)
-	}
-	return res, nil
-}
-
-// observe ends a counted task that a tasks/get shows terminal or a tasks/cancel gave up.
-func (m *Modern) observe(req *sep2663.Request, res json.RawMessage) {
-	id := gjson.GetBytes(req.Params, "taskId").Str
-	switch req.Method {
-	case sep2663.MethodTasksCancel:
-		m.ledger.Ended(id)
-	case sep2663.MethodTasksGet:
-		if sep2663.TaskStatus(gjson.GetBytes(res, "status").Str).IsTerminal() {
-			m.ledger.Ended(id)
+	if gjson.GetBytes(res, "resultType").Str == sep2663.ResultTask && gjson.GetBytes(res, "taskId").Type == gjson.String {
+		if err := m.recordCreated(ctx, owner, gjson.GetBytes(req.Params, "name").Str, res); err != nil {
+			return nil, err
 		}
 	}
+	return res, nil
 }
