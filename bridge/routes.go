@@ -42,7 +42,7 @@ func NewForward(cfg forward.Config) (*Forward, error) {
 		return nil, err
 	}
 	m := passthrough.NewModern(passthrough.ModernConfig{Upstream: b.Upstream(), Store: cfg.Store,
-		Logger: cfg.Logger, Now: cfg.Now, Gate: b.Gate(), MaxBodyBytes: cfg.MaxBodyBytes})
+		Logger: cfg.Logger, Now: cfg.Now, Gate: b.Gate(), MaxBodyBytes: cfg.MaxBodyBytes, KeepAlive: cfg.Heartbeat})
 	return &Forward{Bridge: b, modern: m}, nil
 }
 

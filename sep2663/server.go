@@ -26,6 +26,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -51,6 +52,8 @@ type Request struct {
 	Principal string
 	// HTTP is the underlying request (headers; do not read its body).
 	HTTP *http.Request
+
+	stream *Stream // serverstream.go
 }
 
 // Tasks reports whether this request declared the SEP-2663 extension.
@@ -77,13 +80,17 @@ type ServerOptions struct {
 	Handler Handler
 	// MaxBodyBytes caps a POST body (default: internal/defaults).
 	MaxBodyBytes int64
+	// KeepAlive is the interval of the keep-alive comments on a streamed reply (Stream);
+	// default 15 s.
+	KeepAlive time.Duration
 }
 
 // Server is the 2026-07-28 Streamable HTTP face. Safe for concurrent use. Authentication,
 // the Origin check and the rate limit are the front door's (bridge.Door), not the face's.
 type Server struct {
-	h       Handler
-	maxBody int64
+	h         Handler
+	maxBody   int64
+	keepAlive time.Duration
 }
 
 // NewServer returns a Server; it panics without a Handler.
@@ -92,7 +99,10 @@ func NewServer(o ServerOptions) *Server {
 		panic("sep2663: NewServer needs a Handler")
 	}
 	defaults.Fill(&o.MaxBodyBytes, defaults.Defaults.MaxBodyBytes)
-	return &Server{h: o.Handler, maxBody: o.MaxBodyBytes}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = 15 * time.Second
+	}
+	return &Server{h: o.Handler, maxBody: o.MaxBodyBytes, keepAlive: o.KeepAlive}
 }
 
 // Errors of the modern face.
@@ -151,12 +161,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeMessage(w, status, jsonrpc.NewErrorResponse(msg.ID, verr))
 		return
 	}
+	req.stream = newStream(w, r, s.keepAlive)
 	res, err := s.h.Serve(r.Context(), req)
+	final := &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: msg.ID, Result: withResultType(res)}
 	if err != nil {
-		writeMessage(w, StatusFor(err), jsonrpc.NewErrorResponse(msg.ID, err))
+		final = jsonrpc.NewErrorResponse(msg.ID, err)
+	}
+	if req.stream.finish(final) { // the reply was a stream: the final message was its last event
 		return
 	}
-	writeMessage(w, http.StatusOK, &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: msg.ID, Result: withResultType(res)})
+	if err != nil {
+		writeMessage(w, StatusFor(err), final)
+		return
+	}
+	writeMessage(w, http.StatusOK, final)
 }
 
 // validate checks the headers and the _meta envelope (order: see the package flow above).

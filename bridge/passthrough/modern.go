@@ -58,6 +58,9 @@ type ModernConfig struct {
 	Gate *gate.Gate
 	// MaxBodyBytes caps a body at the face (the front door caps it first).
 	MaxBodyBytes int64
+	// KeepAlive is the interval of keep-alive comments on a streamed reply (0: the face's
+	// default).
+	KeepAlive time.Duration
 }
 
 // NewModern builds the modern pass-through.
@@ -69,7 +72,7 @@ func NewModern(cfg ModernConfig) *Modern {
 	if m.now == nil {
 		m.now = time.Now
 	}
-	m.face = sep2663.NewServer(sep2663.ServerOptions{Handler: m, MaxBodyBytes: cfg.MaxBodyBytes})
+	m.face = sep2663.NewServer(sep2663.ServerOptions{Handler: m, MaxBodyBytes: cfg.MaxBodyBytes, KeepAlive: cfg.KeepAlive})
 	return m
 }
 
@@ -87,14 +90,17 @@ func (m *Modern) Serve(ctx context.Context, req *sep2663.Request) (json.RawMessa
 		if err != nil {
 			return nil, err
 		}
-		res, err := m.up.Call(ctx, req.Method, req.Params, sep2663.RequestMeta{}, nil)
+		res, err := m.up.Call(ctx, req.Method, req.Params, sep2663.RequestMeta{}, relay(req))
 		if err != nil {
 			return nil, errmap.FromModern(err)
 		}
 		m.observe(ctx, req, rec, res)
 		return res, nil
 	case sep2663.MethodSubscriptionsListen:
-		res, err := m.up.Call(ctx, req.Method, req.Params, sep2663.RequestMeta{}, nil)
+		if err := m.listenable(ctx, sessions.ModernOwner(req.Principal), req); err != nil {
+			return nil, err
+		}
+		res, err := m.up.Call(ctx, req.Method, req.Params, sep2663.RequestMeta{}, relay(req))
 		if err != nil {
 			return nil, errmap.FromModern(err)
 		}
@@ -105,7 +111,7 @@ func (m *Modern) Serve(ctx context.Context, req *sep2663.Request) (json.RawMessa
 		return nil, err
 	}
 	defer release()
-	res, err := m.up.Call(ctx, req.Method, req.Params, sep2663.RequestMeta{}, nil)
+	res, err := m.up.Call(ctx, req.Method, req.Params, sep2663.RequestMeta{}, relay(req))
 	if err != nil {
 		return nil, errmap.FromModern(err)
 	}
@@ -132,7 +138,7 @@ func (m *Modern) toolsCall(ctx context.Context, req *sep2663.Request) (json.RawM
 	if err != nil {
 		return nil, err
 	}
-	res, err := m.up.Call(ctx, req.Method, req.Params, meta, nil)
+	res, err := m.up.Call(ctx, req.Method, req.Params, meta, relay(req))
 	release()
 	if err != nil {
 		if refused != nil && jsonrpc.AsError(err).Code == jsonrpc.CodeMissingCapability {
@@ -146,4 +152,16 @@ func (m *Modern) toolsCall(ctx context.Context, req *sep2663.Request) (json.RawM
 		}
 	}
 	return res, nil
+}
+
+// relay passes the notifications of an upstream SSE reply (the acknowledgement and
+// notifications/tasks of a listen, progress of a long call) to the client's own stream as
+// each arrives (sep2663.Stream: the client's reply turns into SSE with the first one). The
+// client hanging up ends the request's ctx, which cancels the upstream request.
+func relay(req *sep2663.Request) func(*jsonrpc.Message) {
+	return func(msg *jsonrpc.Message) {
+		if msg.IsNotification() {
+			req.Stream().Send(msg)
+		}
+	}
 }

@@ -121,3 +121,26 @@ func (m *Modern) active(ctx context.Context, owner string) (int, error) {
 	}
 	return m.st.CountActive(ctx, owner)
 }
+
+// listenable refuses a subscriptions/listen whose taskIds filter names a task that is not
+// owner's, with the one not-found answer: a listen must not show another caller's task.
+func (m *Modern) listenable(ctx context.Context, owner string, req *sep2663.Request) error {
+	var err error
+	gjson.GetBytes(req.Params, "notifications.taskIds").ForEach(func(_, v gjson.Result) bool {
+		if v.Type != gjson.String {
+			err = jsonrpc.ErrInvalidParams.Wrapf("notifications.taskIds must hold strings")
+			return false
+		}
+		rec, gerr := m.st.GetTask(ctx, record.PassThroughID(m.origin, v.Str))
+		switch {
+		case errors.Is(gerr, store.ErrNotFound):
+			err = errmap.ErrTaskNotFound
+		case gerr != nil:
+			err = errStoreDown
+		case rec.Mode != record.ModePassThrough || rec.Owner != owner:
+			err = errmap.ErrTaskNotFound
+		}
+		return err == nil
+	})
+	return err
+}
