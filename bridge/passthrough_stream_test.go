@@ -190,3 +190,126 @@ func TestModernPassThroughStreamsListen(t *testing.T) {
 		t.Fatal("the upstream's listen request was still open 5 s after the client hung up")
 	}
 }
+
+// progressUpstream answers tools/call "report" itself, as an upstream running a long
+// synchronous call does: an SSE reply with three notifications/progress 300 ms apart, then
+// the result; it notes when it wrote each. Every other request goes to the fixture.
+type progressUpstream struct {
+	fx   http.Handler
+	mu   sync.Mutex
+	sent []time.Time // progress events, then the response
+}
+
+func (u *progressUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var buf bytes.Buffer
+	buf.ReadFrom(r.Body)
+	body := buf.Bytes()
+	if gjson.GetBytes(body, "method").Str != "tools/call" || gjson.GetBytes(body, "params.name").Str != "report" {
+		r.Body = readCloser{bytes.NewReader(body)}
+		u.fx.ServeHTTP(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	tok := gjson.GetBytes(body, "params._meta.progressToken").Raw
+	for i := 1; i <= 3; i++ {
+		fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":%s,\"progress\":%d,\"total\":3}}\n\n", tok, i)
+		rc.Flush()
+		u.note()
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"done\"}]}}\n\n", gjson.GetBytes(body, "id").Raw)
+	rc.Flush()
+	u.note()
+}
+
+func (u *progressUpstream) note() {
+	u.mu.Lock()
+	u.sent = append(u.sent, time.Now())
+	u.mu.Unlock()
+}
+
+// TestModernPassThroughStreamsProgress is the other half of acceptance 4: the progress
+// notifications of a long synchronous call through the modern pass-through reach the
+// client while the call runs (each within 100 ms of the upstream sending it, the first long
+// before the result exists), then the result ends the stream.
+func TestModernPassThroughStreamsProgress(t *testing.T) {
+	fx := fixture.New(fixture.Options{Scale: 0.1})
+	pu := &progressUpstream{fx: fx}
+	up := httptest.NewServer(pu)
+	t.Cleanup(func() { up.Close(); fx.Close() })
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir()+"/tb.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	b, err := bridge.NewForward(forward.Config{Store: st, Upstream: sep2663.NewClient(sep2663.ClientOptions{URL: up.URL + "/mcp"}),
+		Logger: zerolog.Nop(), PollFloorMs: 100, Heartbeat: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close(context.Background()) })
+	srv := httptest.NewServer(mustDoor(t, bridge.DoorConfig{}, b))
+	t.Cleanup(srv.Close)
+
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"report","arguments":{},"_meta":{"progressToken":"p1",` +
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "report")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("reply Content-Type %q, want an SSE stream", ct)
+	}
+	var got []time.Time
+	var kinds []string
+	r := sse.NewReader(resp.Body, 1<<20)
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			t.Fatalf("stream ended after %v: %v", kinds, err)
+		}
+		if !ev.HasData {
+			continue
+		}
+		got = append(got, time.Now())
+		if gjson.GetBytes(ev.Data, "method").Str == "notifications/progress" {
+			kinds = append(kinds, fmt.Sprintf("progress %d (token %s)", gjson.GetBytes(ev.Data, "params.progress").Int(), gjson.GetBytes(ev.Data, "params.progressToken").Raw))
+			continue
+		}
+		kinds = append(kinds, "result "+gjson.GetBytes(ev.Data, "result.content.0.text").Str)
+		break
+	}
+	want := []string{`progress 1 (token "p1")`, `progress 2 (token "p1")`, `progress 3 (token "p1")`, "result done"}
+	if fmt.Sprint(kinds) != fmt.Sprint(want) {
+		t.Fatalf("events %v, want %v", kinds, want)
+	}
+	pu.mu.Lock()
+	defer pu.mu.Unlock()
+	for i := range got {
+		lag := got[i].Sub(pu.sent[i])
+		t.Logf("%s: %v after the upstream sent it", kinds[i], lag)
+		if lag > 100*time.Millisecond {
+			t.Errorf("%s arrived %v after the upstream sent it (want < 100 ms)", kinds[i], lag)
+		}
+	}
+	if !got[0].Before(pu.sent[3]) {
+		t.Errorf("the first progress arrived after the result was sent: not while the call ran")
+	}
+}
