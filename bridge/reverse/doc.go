@@ -4,8 +4,9 @@
 // per principal, bridge-minted task ids for the upstream's tasks, the upstream's
 // tasks/result held open from creation on (its server requests become inputRequests, its
 // answer the task's payload), and MRTR (input_required + requestState) for server requests
-// that come before a task exists. Tasks live in memory: a legacy upstream's tasks live in
-// its sessions, which do not survive a bridge restart either. It is reached only through
+// that come before a task exists. Tasks are store records (records.go), with the upstream
+// session they live in, so any process serves them after a restart or on another
+// replica, re-opening the held tasks/result in that session (held.go). It is reached only through
 // the front door (package bridge); legacy clients of the same upstream are passed through
 // (bridge/passthrough).
 //
@@ -25,6 +26,7 @@
 //	tasks/cancel             → upstream tasks/cancel, empty ack
 //
 // Files: reverse.go (the engine, discover, dispatch, forwarding), call.go (tools/call and
-// MRTR), tasks.go (task records and tasks/*), input.go (the input box of a held stream),
-// ops.go (drain and readiness).
+// MRTR), records.go (the task records), held.go (held tasks/result, input requests, resume
+// and purge), tasks.go (tasks/*), input.go (the input box of a held MRTR call), ops.go
+// (drain and readiness).
 package reverse

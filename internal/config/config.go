@@ -62,7 +62,7 @@ type Config struct {
 	PollFloorMs           int64         `key:"poll_floor_ms" help:"lowest poll interval told to clients and used upstream, ms"`
 	PollCeilMs            int64         `key:"poll_ceil_ms" help:"highest poll interval told to legacy clients, ms"`
 	MaxTTL                time.Duration `key:"max_ttl" help:"cap on the task ttl told to legacy clients"`
-	Heartbeat             time.Duration `key:"heartbeat" help:"keep-alive interval on long requests (sync-collapsed calls, blocking tasks/result)"`
+	Heartbeat             time.Duration `key:"heartbeat" help:"keep-alive interval on long requests (sync-collapsed calls, blocking tasks/result; SSE replies of the modern pass-through)"`
 	CreateTimeout         time.Duration `key:"create_timeout" help:"timeout of an upstream tools/call that may create a task"`
 	StatusTimeout         time.Duration `key:"status_timeout" help:"timeout of an upstream tasks/get"`
 	CancelTimeout         time.Duration `key:"cancel_timeout" help:"timeout of an upstream tasks/cancel or tasks/update"`
