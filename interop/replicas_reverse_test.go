@@ -23,7 +23,6 @@ func TestReverseRouteAcrossReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds taskbridge and runs two replicas")
 	}
-	t.Skip("needs issue 14 part 1 (reverse-route records in the store); remove this line when it lands")
 	upstream := testenv.StartNodeServer(t, "legacy-server.mjs", "--port", "0")
 	dsn := replicaPG(t)
 	bin, _ := binaries(t)
