@@ -354,18 +354,23 @@ func isTimeout(err error) bool {
 
 // eraOf tells the era of a request: from the headers where they tell, else from the first
 // eraSniffBytes of the body (a POST without a session and without a non-legacy
-// MCP-Protocol-Version: initialize is 2025-11-25; the 2026-07-28 _meta envelope is modern).
+// MCP-Protocol-Version: the 2026-07-28 _meta envelope is modern, whatever the method;
+// anything else, initialize included, is 2025-11-25).
 func eraOf(r *http.Request, body []byte) clientEra {
 	if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" {
 		return eraLegacy // GET, DELETE, WebSocket and session traffic
 	}
-	if v := r.Header.Get(sep2663.HeaderProtocolVersion); v != "" && !isLegacyVersion(v) {
+	switch v := r.Header.Get(sep2663.HeaderProtocolVersion); {
+	case v != "" && !isLegacyVersion(v):
 		return eraModern
+	case v != "":
+		return eraLegacy // a legacy revision named in the header
 	}
+	// The modern envelope decides before the method name: an initialize that carries
+	// per-request _meta is a 2026-07-28 request (versioning: "a request carrying modern
+	// per-request _meta is served statelessly"), which gets that revision's answer
+	// (404, -32601), not a new legacy session.
 	head := body[:min(len(body), eraSniffBytes)]
-	if gjson.GetBytes(head, "method").Str == "initialize" {
-		return eraLegacy
-	}
 	if gjson.GetBytes(head, "params._meta."+gjson.Escape(sep2663.MetaProtocolVersion)).Exists() {
 		return eraModern
 	}

@@ -22,6 +22,7 @@ func TestEraOf(t *testing.T) {
 		{"modern header decides without a body", "POST", map[string]string{"MCP-Protocol-Version": "2026-07-28"}, ``, eraModern},
 		{"modern envelope without header", "POST", nil, `{"method":"tools/list",` + meta + `}`, eraModern},
 		{"initialize", "POST", nil, `{"method":"initialize","params":{}}`, eraLegacy},
+		{"initialize with the modern envelope", "POST", nil, `{"method":"initialize",` + meta + `}`, eraModern},
 		{"initialize with a legacy header", "POST", map[string]string{"MCP-Protocol-Version": "2025-11-25"}, `{"method":"initialize",` + meta + `}`, eraLegacy},
 		{"legacy session", "POST", map[string]string{"Mcp-Session-Id": "s", "MCP-Protocol-Version": "2026-07-28"}, `{"method":"tools/list"}`, eraLegacy},
 		{"legacy version header", "POST", map[string]string{"MCP-Protocol-Version": "2025-11-25"}, `{"method":"tools/list"}`, eraLegacy},
