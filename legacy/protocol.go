@@ -18,9 +18,16 @@ import "encoding/json"
 // ProtocolVersion is the newest legacy revision, the one that has the experimental Tasks API.
 const ProtocolVersion = "2025-11-25"
 
-// SupportedVersions are the legacy revisions the bridge negotiates in initialize, newest
-// first. Only ProtocolVersion has tasks; the older ones get the same session without them.
+// SupportedVersions are the legacy revisions whose MCP-Protocol-Version header the face
+// accepts, newest first. Only ProtocolVersion has tasks; the older ones get the same
+// session without them.
 var SupportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// NegotiatedVersions are the revisions initialize agrees to. 2025-03-26 and 2024-11-05
+// are left out: both require a receiver to accept JSON-RPC batches, which this face
+// refuses (one message per POST), so a client asking for them is offered ProtocolVersion
+// and decides itself whether to go on (docs/translation.md, "Versions").
+var NegotiatedVersions = []string{"2025-11-25", "2025-06-18"}
 
 // _meta keys of the tasks section (everything under io.modelcontextprotocol/ is reserved).
 const (

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -129,7 +131,7 @@ type Server struct {
 	closed   bool
 	inflight int                   // HTTP requests inside ServeHTTP past the closed check
 	idle     chan struct{}         // closed once closed && inflight == 0
-	streams  map[string]*getStream // session id → this process's GET stream
+	streams  map[string][]*getStream // session id → this process's GET streams, oldest first
 	conns    map[string]*conn      // session id → its stdio/WebSocket connection (stdio.go); nil until the first
 
 	sessions *sessions // read-through cache of session records
@@ -157,7 +159,7 @@ func NewServer(o Options) *Server {
 		log:       zerolog.Nop(),
 		now:       o.Now,
 		idle:      make(chan struct{}),
-		streams:   make(map[string]*getStream),
+		streams:   make(map[string][]*getStream),
 		touched:   make(map[string]time.Time),
 		sessions:  newSessions(o.Store),
 		replays:   newReplays(o.MaxReplayBytes),
@@ -192,6 +194,8 @@ var (
 	errMediaType        = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Unsupported Media Type: Content-Type must be application/json")
 	errBodyTooLarge     = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Request body too large")
 	errNotAcceptable    = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Not Acceptable: Client must accept text/event-stream")
+	errPostNotAccept    = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Not Acceptable: Client must accept both application/json and text/event-stream")
+	errIDlessRequest    = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Bad Request: a message without an id is a notification, and notifications/* are the only notification methods")
 	errShuttingDown     = jsonrpc.NewError(jsonrpc.CodeInternalError, "Service unavailable: server is shutting down")
 )
 
@@ -235,12 +239,22 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	acc := parseAccept(r.Header.Values("Accept"))
+	if !acc.json || !acc.sse {
+		// 2025-11-25 §Transports: every POST MUST list both; the face can then choose
+		// either reply form.
+		s.httpError(w, http.StatusNotAcceptable, errPostNotAccept)
+		return
+	}
 	msg, err := jsonrpc.Decode(body)
 	if err != nil {
 		s.httpError(w, http.StatusBadRequest, jsonrpc.AsError(err))
 		return
 	}
-	acc := parseAccept(r.Header.Values("Accept"))
+	if idlessRequest(msg) {
+		s.httpError(w, http.StatusBadRequest, errIDlessRequest.Wrapf("%q needs an id", msg.Method))
+		return
+	}
 	if msg.Method == "initialize" {
 		s.initialize(w, r, msg, acc)
 		return
@@ -348,8 +362,8 @@ func (s *Server) encodeResponse(id jsonrpc.ID, res json.RawMessage, err error) [
 	return b
 }
 
-// handleGet holds the session's standalone SSE stream open until the client leaves, a newer
-// GET replaces it, the session is deleted, or the Server closes.
+// handleGet holds one of the session's standalone SSE streams open until the client leaves,
+// the session is deleted, the Server closes, or maxGetStreams newer ones replaced it.
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	if !parseAccept(r.Header.Values("Accept")).sse {
 		s.httpError(w, http.StatusNotAcceptable, errNotAcceptable)
@@ -396,20 +410,28 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// attachGetStream registers a new GET stream for a session, stopping the one it replaces.
+// maxGetStreams bounds the GET streams one session holds open in this process. 2025-11-25
+// lets a client hold several; a new one beyond the bound ends the oldest, so a client that
+// reconnects after half-open connections is still served at once.
+const maxGetStreams = 4
+
+// attachGetStream registers a new GET stream for a session beside the ones it has; only
+// beyond maxGetStreams does the oldest end.
 func (s *Server) attachGetStream(g *getStream) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old := s.streams[g.sessionID]; old != nil {
-		old.stop()
+	list := append(s.streams[g.sessionID], g)
+	if len(list) > maxGetStreams {
+		list[0].stop()
+		list = list[1:]
 	}
-	s.streams[g.sessionID] = g
+	s.streams[g.sessionID] = list
 	if s.closed {
 		g.stop() // Close ran between begin and here: end at once
 	}
 }
 
-// detachGetStream unregisters g unless a newer stream replaced it already.
+// detachGetStream unregisters g.
 func (s *Server) detachGetStream(g *getStream) {
 	g.stop()
 	if g.log != nil {
@@ -417,16 +439,19 @@ func (s *Server) detachGetStream(g *getStream) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.streams[g.sessionID] == g {
+	list := slices.DeleteFunc(s.streams[g.sessionID], func(o *getStream) bool { return o == g })
+	if len(list) == 0 {
 		delete(s.streams, g.sessionID)
+		return
 	}
+	s.streams[g.sessionID] = list
 }
 
-// stopGetStream ends the session's GET stream in this process, if any.
+// stopGetStream ends the session's GET streams in this process, if any.
 func (s *Server) stopGetStream(sessionID string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if g := s.streams[sessionID]; g != nil {
+	for _, g := range s.streams[sessionID] {
 		g.stop()
 	}
 }
@@ -458,9 +483,10 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// Push delivers msg (a request or notification) on the session's standalone GET stream held
-// by this process. It returns false when none is open, when msg is a response (the GET
-// stream carries none), or when the stream's buffer is full because the client reads too
+// Push delivers msg (a request or notification) on one of the session's standalone GET
+// streams held by this process (the newest that takes it: each message travels on one
+// stream). It returns false when none is open, when msg is a response (the GET stream
+// carries none), or when every stream's buffer is full because the client reads too
 // slowly; it never blocks. true means queued: a client that disconnects at that moment
 // still loses the message, as with any SSE write.
 func (s *Server) Push(sessionID string, msg *jsonrpc.Message) bool {
@@ -471,16 +497,21 @@ func (s *Server) Push(sessionID string, msg *jsonrpc.Message) bool {
 		return queued // a stdio/WebSocket session: its connection is its push channel
 	}
 	s.mu.Lock()
-	g := s.streams[sessionID]
+	list := slices.Clone(s.streams[sessionID])
 	s.mu.Unlock()
-	if g == nil {
+	if len(list) == 0 {
 		return false
 	}
 	b, err := encodeMessage(msg)
 	if err != nil {
 		return false
 	}
-	return g.push(b)
+	for i := len(list) - 1; i >= 0; i-- {
+		if list[i].push(b) {
+			return true
+		}
+	}
+	return false
 }
 
 // HasGetStream reports whether this process holds an open GET stream for the session, or
@@ -488,7 +519,7 @@ func (s *Server) Push(sessionID string, msg *jsonrpc.Message) bool {
 func (s *Server) HasGetStream(sessionID string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.streams[sessionID] != nil || s.conns[sessionID] != nil
+	return len(s.streams[sessionID]) > 0 || s.conns[sessionID] != nil
 }
 
 // Close stops accepting requests (503), ends the GET streams, and waits for in-flight
@@ -498,8 +529,10 @@ func (s *Server) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if !s.closed {
 		s.closed = true
-		for _, g := range s.streams {
-			g.stop()
+		for _, list := range s.streams {
+			for _, g := range list {
+				g.stop()
+			}
 		}
 		s.stopConnsLocked()
 		if s.inflight == 0 {
@@ -555,4 +588,13 @@ func (s *Server) httpError(w http.ResponseWriter, status int, e *jsonrpc.Error) 
 	w.Header().Set("Content-Type", contentTypeJSON)
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// idlessRequest reports whether msg has no id but a method that is not a notification's:
+// "tools/call" or "tasks/cancel" sent as a notification. Every MCP notification method is
+// notifications/*; anything else without an id would reach a route as a notification no
+// record, owner check or gate ever saw, so the face refuses it (HTTP 400) or drops it
+// (stdio, WebSocket: a notification gets no reply) and never hands it on.
+func idlessRequest(msg *jsonrpc.Message) bool {
+	return msg.IsNotification() && !strings.HasPrefix(msg.Method, "notifications/")
 }

@@ -43,6 +43,10 @@ func TestPostRejections(t *testing.T) {
 		{"unknown session", "nope", call, nil, 404, -32001, "Session not found"},
 		{"malformed session id", "a b", call, nil, 404, -32001, "Session not found"},
 		{"closed session", closed, call, nil, 404, -32001, "Session not found"},
+		// Issue 16 item 10: a request method without an id is no notification; refused, never
+		// handed to the route (which would forward it upstream past records and gates).
+		{"id-less tools/call", sid, `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"}}`, nil, 400, -32600, `"tools/call" needs an id`},
+		{"id-less tasks/cancel", sid, `{"jsonrpc":"2.0","method":"tasks/cancel","params":{"taskId":"t"}}`, nil, 400, -32600, `"tasks/cancel" needs an id`},
 		{"unsupported version", sid, call, []string{"MCP-Protocol-Version", "2026-07-28"}, 400, -32600, "2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -69,8 +73,8 @@ func TestPostRejections(t *testing.T) {
 			}
 		})
 	}
-	if _, _, _, served := e.h.snapshot(); len(served) != 0 {
-		t.Errorf("Serve called for rejected requests: %v", served)
+	if notified, _, _, served := e.h.snapshot(); len(served) != 0 || len(notified) != 0 {
+		t.Errorf("handler called for rejected requests: served %v, notified %v", served, notified)
 	}
 }
 

@@ -67,13 +67,34 @@ func validSessionID(id string) bool {
 // supportedVersion reports whether v is a protocol revision this face speaks.
 func supportedVersion(v string) bool { return slices.Contains(SupportedVersions, v) }
 
-// negotiateVersion applies the initialize rule: the client's version when supported, else
-// the newest one.
+// negotiateVersion applies the initialize rule: the client's version when negotiated
+// (NegotiatedVersions), else the newest one.
 func negotiateVersion(clientVersion string) string {
-	if supportedVersion(clientVersion) {
+	if slices.Contains(NegotiatedVersions, clientVersion) {
 		return clientVersion
 	}
 	return ProtocolVersion
+}
+
+// checkInitializeParams enforces what InitializeRequestParams requires (every revision
+// this face speaks): protocolVersion a string, capabilities an object, clientInfo an
+// Implementation with a string name and version. A request without them is -32602, not a
+// session with guessed defaults.
+func checkInitializeParams(params json.RawMessage) error {
+	p := gjson.ParseBytes(params)
+	switch {
+	case !p.IsObject():
+		return jsonrpc.ErrInvalidParams.Wrapf("initialize: params must be an object with protocolVersion, capabilities and clientInfo")
+	case p.Get("protocolVersion").Type != gjson.String:
+		return jsonrpc.ErrInvalidParams.Wrapf("initialize: params.protocolVersion must be a string")
+	case !p.Get("capabilities").IsObject():
+		return jsonrpc.ErrInvalidParams.Wrapf("initialize: params.capabilities must be an object")
+	case !p.Get("clientInfo").IsObject():
+		return jsonrpc.ErrInvalidParams.Wrapf("initialize: params.clientInfo must be an object")
+	case p.Get("clientInfo.name").Type != gjson.String || p.Get("clientInfo.version").Type != gjson.String:
+		return jsonrpc.ErrInvalidParams.Wrapf("initialize: params.clientInfo needs a string name and version")
+	}
+	return nil
 }
 
 // clientInfoFieldMax is how many bytes of name, version and title an over-size clientInfo
@@ -89,12 +110,10 @@ func (srv *Server) newSession(params json.RawMessage) (*Session, error) {
 		CreatedAt:  now,
 		LastSeenAt: now,
 	}
-	v := gjson.GetBytes(params, "protocolVersion")
-	if v.Type == gjson.String {
-		s.ProtocolVersion = negotiateVersion(v.Str)
-	} else {
-		s.ProtocolVersion = ProtocolVersion
+	if err := checkInitializeParams(params); err != nil {
+		return nil, err
 	}
+	s.ProtocolVersion = negotiateVersion(gjson.GetBytes(params, "protocolVersion").Str)
 	info, caps, err := srv.sessionInfo(params)
 	if err != nil {
 		return nil, err

@@ -91,19 +91,22 @@ func TestInitializeStoresSessionBeforeReplying(t *testing.T) {
 	}
 }
 
+// TestInitializeNegotiatesVersion pins the negotiation: a supported revision is echoed,
+// anything else gets the newest. 2025-03-26 and 2024-11-05 are not negotiated (issue 16
+// item 9): both require receiving JSON-RPC batches, which this face refuses, so a client
+// asking for them is offered 2025-11-25 (docs/translation.md).
 func TestInitializeNegotiatesVersion(t *testing.T) {
-	for _, tc := range []struct{ params, want string }{
-		{`{"protocolVersion":"2025-11-25"}`, "2025-11-25"},
-		{`{"protocolVersion":"2025-06-18"}`, "2025-06-18"},
-		{`{"protocolVersion":"2025-03-26"}`, "2025-03-26"},
-		{`{"protocolVersion":"2024-11-05"}`, "2024-11-05"},
-		{`{"protocolVersion":"2026-07-28"}`, "2025-11-25"},
-		{`{"protocolVersion":1}`, "2025-11-25"},
-		{`{}`, "2025-11-25"},
+	for _, tc := range []struct{ version, want string }{
+		{`"2025-11-25"`, "2025-11-25"},
+		{`"2025-06-18"`, "2025-06-18"},
+		{`"2025-03-26"`, "2025-11-25"},
+		{`"2024-11-05"`, "2025-11-25"},
+		{`"2026-07-28"`, "2025-11-25"},
+		{`"1999-01-01"`, "2025-11-25"},
 	} {
-		t.Run(tc.params, func(t *testing.T) {
+		t.Run(tc.version, func(t *testing.T) {
 			e := newEnv(t, nil)
-			resp, body := e.post("", `{"jsonrpc":"2.0","id":"a","method":"initialize","params":`+tc.params+`}`)
+			resp, body := e.post("", `{"jsonrpc":"2.0","id":"a","method":"initialize","params":{"protocolVersion":`+tc.version+`,"capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`)
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("status %d: %s", resp.StatusCode, body)
 			}
@@ -113,6 +116,30 @@ func TestInitializeNegotiatesVersion(t *testing.T) {
 			}
 			if got := gjson.Get(body, "id").Raw; got != `"a"` {
 				t.Errorf("id = %s", got)
+			}
+		})
+	}
+}
+
+// TestInitializeRequiresParams pins issue 16 item 15: an initialize without the params
+// InitializeRequestParams requires is -32602 and opens no session.
+func TestInitializeRequiresParams(t *testing.T) {
+	for _, params := range []string{
+		``,
+		`,"params":{}`,
+		`,"params":{"protocolVersion":1,"capabilities":{},"clientInfo":{"name":"c","version":"1"}}`,
+		`,"params":{"protocolVersion":"2025-11-25","clientInfo":{"name":"c","version":"1"}}`,
+		`,"params":{"protocolVersion":"2025-11-25","capabilities":{}}`,
+		`,"params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c"}}`,
+	} {
+		t.Run(params, func(t *testing.T) {
+			e := newEnv(t, nil)
+			resp, body := e.post("", `{"jsonrpc":"2.0","id":3,"method":"initialize"`+params+`}`)
+			if got := gjson.Get(body, "error.code").Int(); got != -32602 {
+				t.Errorf("error.code = %d, want -32602 (%d %s)", got, resp.StatusCode, body)
+			}
+			if h := resp.Header.Get("Mcp-Session-Id"); h != "" {
+				t.Errorf("session %q opened", h)
 			}
 		})
 	}

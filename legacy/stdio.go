@@ -11,6 +11,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/auth"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/redact"
 )
 
 // This file holds the message-connection engine shared by the stdio and WebSocket faces,
@@ -309,6 +310,8 @@ func (c *conn) handle(ctx context.Context, b []byte, handlers *sync.WaitGroup) {
 		}
 	case msg.IsResponse():
 		s.h.Respond(ctx, c.sess, msg)
+	case idlessRequest(msg):
+		s.log.Info().Str("session", c.sess.ID).Str("method", redact.Field(msg.Method)).Msg("legacy: a request method without an id dropped")
 	case msg.IsNotification():
 		s.h.Notify(ctx, c.sess, msg)
 	default:

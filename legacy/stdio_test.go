@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -146,8 +147,15 @@ func TestStdioRefusesRequestsBeforeInitializeAndBadLines(t *testing.T) {
 	if r := p.recv(); gjson.Get(r, "error.code").Int() != jsonrpc.CodeInvalidRequest {
 		t.Fatalf("second initialize: %s", r)
 	}
-	if _, _, _, served := e.h.snapshot(); len(served) != 0 {
-		t.Errorf("handler served %v before initialize", served)
+	// Issue 16 item 10: an id-less request method is dropped (a notification gets no reply),
+	// never handed to the route; the next request is served as usual.
+	p.send(`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"}}`)
+	p.send(`{"jsonrpc":"2.0","id":9,"method":"ping"}`)
+	if r := p.recv(); gjson.Get(r, "id").Int() != 9 || gjson.Get(r, "error").Exists() {
+		t.Fatalf("ping after an id-less tools/call: %s", r)
+	}
+	if notified, _, _, served := e.h.snapshot(); len(served) != 0 || slices.Contains(notified, "tools/call") {
+		t.Errorf("handler saw %v / %v", served, notified)
 	}
 }
 

@@ -129,21 +129,23 @@ func TestServeSSEFlushesEachEvent(t *testing.T) {
 	}
 }
 
-func TestServeNoSSEWhenNotAccepted(t *testing.T) {
+// TestPostAcceptEnforced pins 2025-11-25 §"Sending Messages to the Server": a POST MUST list
+// both application/json and text/event-stream; one that lists only one is 406, before any
+// handler runs. (No Accept at all is */* by RFC 9110 and is served: TestServeLenientAccept.)
+func TestPostAcceptEnforced(t *testing.T) {
 	e := newEnv(t, nil)
 	sid := e.initSession()
-	e.h.ServeFunc = func(_ context.Context, _ *Session, _ *jsonrpc.Message, out Stream) (json.RawMessage, error) {
-		if err := out.Send(note("notifications/message", `{}`)); !errors.Is(err, ErrNoEventStream) {
-			t.Errorf("Send = %v, want ErrNoEventStream", err)
+	for _, accept := range []string{"application/json", "text/event-stream", "text/html"} {
+		resp, body := e.post(sid, `{"jsonrpc":"2.0","id":6,"method":"tools/call"}`, "Accept", accept)
+		wantRPCError(t, resp, body, http.StatusNotAcceptable, -32600)
+		if !strings.Contains(body, "application/json and text/event-stream") {
+			t.Errorf("Accept %q: %s", accept, body)
 		}
-		if err := out.KeepAlive(); !errors.Is(err, ErrNoEventStream) {
-			t.Errorf("KeepAlive = %v, want ErrNoEventStream", err)
-		}
-		return json.RawMessage(`{"ok":1}`), nil
 	}
-	resp, body := e.post(sid, `{"jsonrpc":"2.0","id":6,"method":"tools/call"}`, "Accept", "application/json")
-	if resp.Header.Get("Content-Type") != "application/json" || body != `{"jsonrpc":"2.0","id":6,"result":{"ok":1}}` {
-		t.Errorf("%q %s", resp.Header.Get("Content-Type"), body)
+	resp, body := e.post("", initBody, "Accept", "application/json")
+	wantRPCError(t, resp, body, http.StatusNotAcceptable, -32600)
+	if _, _, _, served := e.h.snapshot(); len(served) != 0 {
+		t.Errorf("Serve called: %v", served)
 	}
 }
 
@@ -156,15 +158,6 @@ func TestServeLenientAccept(t *testing.T) {
 	// No Accept header at all: SSE allowed.
 	resp, body := e.post(sid, `{"jsonrpc":"2.0","id":7,"method":"tools/call"}`, "Accept", "")
 	if resp.Header.Get("Content-Type") != "text/event-stream" || !strings.HasSuffix(body, "data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\n") {
-		t.Errorf("%q %q", resp.Header.Get("Content-Type"), body)
-	}
-}
-
-func TestServeSSEOnlyClient(t *testing.T) {
-	e := newEnv(t, nil)
-	sid := e.initSession()
-	resp, body := e.post(sid, `{"jsonrpc":"2.0","id":8,"method":"tools/list"}`, "Accept", "text/event-stream")
-	if resp.Header.Get("Content-Type") != "text/event-stream" || body != "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":8,\"result\":{\"ok\":true}}\n\n" {
 		t.Errorf("%q %q", resp.Header.Get("Content-Type"), body)
 	}
 }
@@ -280,21 +273,43 @@ func TestGetStreamKeepAlive(t *testing.T) {
 	}
 }
 
-func TestGetStreamReplacedByNewerGet(t *testing.T) {
+// TestGetStreamsSeveralPerSession pins 2025-11-25 §"Multiple Connections": a client may hold
+// several GET streams; a new one does not end the earlier ones (each message travels on one),
+// and only beyond maxGetStreams does the oldest end.
+func TestGetStreamsSeveralPerSession(t *testing.T) {
 	e := newEnv(t, func(o *Options) { o.KeepAlive = -1 })
 	sid := e.initSession()
 	first, r1 := e.openGet(context.Background(), sid)
 	defer first.Body.Close()
 	second, r2 := e.openGet(context.Background(), sid)
 	defer second.Body.Close()
-	if _, err := r1.next(); err != io.EOF {
-		t.Fatalf("first stream: %v, want EOF", err)
-	}
+	// The newest stream takes the message; the first is still open and takes the next one
+	// once the second is gone.
 	if !e.srv.Push(sid, note("notifications/tools/list_changed", `{}`)) {
 		t.Fatal("Push = false")
 	}
 	if ev, err := r2.next(); err != nil || gjson.Get(ev.data, "method").Str != "notifications/tools/list_changed" {
 		t.Fatalf("second stream %+v, %v", ev, err)
+	}
+	second.Body.Close()
+	waitFor(t, func() bool {
+		e.srv.mu.Lock()
+		defer e.srv.mu.Unlock()
+		return len(e.srv.streams[sid]) == 1
+	})
+	if !e.srv.Push(sid, note("notifications/resources/list_changed", `{}`)) {
+		t.Fatal("Push after the second stream left = false")
+	}
+	if ev, err := r1.next(); err != nil || gjson.Get(ev.data, "method").Str != "notifications/resources/list_changed" {
+		t.Fatalf("first stream %+v, %v (a newer GET must not have ended it)", ev, err)
+	}
+	// Beyond the bound the oldest ends.
+	for range maxGetStreams {
+		resp, _ := e.openGet(context.Background(), sid)
+		defer resp.Body.Close()
+	}
+	if _, err := r1.next(); err != io.EOF {
+		t.Fatalf("oldest stream beyond %d: %v, want EOF", maxGetStreams, err)
 	}
 }
 
