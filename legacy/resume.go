@@ -431,6 +431,20 @@ func (rs *resumableStream) finish(resp []byte) {
 	if rs.lost {
 		return
 	}
+	if resp == nil { // cancelled (ErrCancelled): no response, nothing to replay
+		if c := rs.conn; c != nil {
+			if !rs.sse {
+				sseHeaders(c.w.Header())
+				c.w.WriteHeader(http.StatusOK)
+			}
+			rs.conn = nil
+			c.release()
+		}
+		if rs.sse {
+			rs.s.replays.remove(rs.id, rs, nil)
+		}
+		return
+	}
 	if !rs.sse {
 		c := rs.conn
 		if c == nil {

@@ -129,10 +129,10 @@ type Server struct {
 
 	mu       sync.Mutex // guards closed, inflight, idle, streams and conns
 	closed   bool
-	inflight int                   // HTTP requests inside ServeHTTP past the closed check
-	idle     chan struct{}         // closed once closed && inflight == 0
+	inflight int                     // HTTP requests inside ServeHTTP past the closed check
+	idle     chan struct{}           // closed once closed && inflight == 0
 	streams  map[string][]*getStream // session id → this process's GET streams, oldest first
-	conns    map[string]*conn      // session id → its stdio/WebSocket connection (stdio.go); nil until the first
+	conns    map[string]*conn        // session id → its stdio/WebSocket connection (stdio.go); nil until the first
 
 	sessions *sessions // read-through cache of session records
 	maxInfo  int       // Options.MaxSessionInfoBytes (session.go)
@@ -346,8 +346,11 @@ func (s *Server) serve(ctx context.Context, w http.ResponseWriter, sess *Session
 }
 
 // encodeResponse builds the wire response to request id. A result that does not encode
-// (invalid JSON from the handler) becomes -32603.
+// (invalid JSON from the handler) becomes -32603. ErrCancelled gives nil: no response.
 func (s *Server) encodeResponse(id jsonrpc.ID, res json.RawMessage, err error) []byte {
+	if errors.Is(err, ErrCancelled) {
+		return nil
+	}
 	m := &jsonrpc.Message{ID: id, Result: res}
 	if err != nil {
 		m = jsonrpc.NewErrorResponse(id, err)

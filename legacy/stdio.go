@@ -330,7 +330,9 @@ func (c *conn) serve(ctx context.Context, msg *jsonrpc.Message) {
 	defer st.close() // also when Serve panics
 	res, err := c.s.h.Serve(ctx, c.sess, msg, st)
 	st.close()
-	c.enqueue(c.s.encodeResponse(msg.ID, res, err))
+	if b := c.s.encodeResponse(msg.ID, res, err); b != nil { // nil: cancelled, no response
+		c.enqueue(b)
+	}
 }
 
 // respond queues the response to id (a zero id becomes null).

@@ -25,6 +25,11 @@ var (
 	// ErrNotRequestOrNotification: Send was given a response; the response to the
 	// request is the face's to write, from Serve's return values.
 	ErrNotRequestOrNotification = errors.New("legacy: Stream.Send takes requests and notifications only")
+	// ErrCancelled is what a Handler returns from Serve for a request the client cancelled
+	// with notifications/cancelled: the face then sends no response (2025-11-25
+	// §Cancellation: receivers SHOULD NOT respond to a cancelled request); an HTTP reply
+	// not yet started becomes an empty event stream.
+	ErrCancelled = errors.New("legacy: request cancelled by the client")
 )
 
 const (
@@ -177,6 +182,14 @@ func (p *postStream) finish(resp []byte) {
 	}
 	p.done = true
 	if p.err != nil {
+		return
+	}
+	if resp == nil { // cancelled (ErrCancelled): end the stream without a response
+		if p.acc.sse {
+			p.startSSELocked()
+		} else {
+			p.w.WriteHeader(http.StatusAccepted)
+		}
 		return
 	}
 	if p.sse || (!p.acc.json && p.acc.sse) {

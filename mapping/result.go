@@ -9,11 +9,17 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/record"
+	"github.com/taskbridge/taskbridge/sep2663"
 )
 
 // modernOnly are the top-level result fields 2026-07-28 added that a legacy client must not
 // see: resultType on every result, ttlMs and cacheScope on cacheable results.
 var modernOnly = []string{"resultType", "ttlMs", "cacheScope"}
+
+// modernOnlyMeta are the _meta keys only 2026-07-28 defines on results: the server's
+// identity, which a 2025-11-25 client learned in initialize (issue 16 item 16). An _meta
+// left empty goes entirely.
+var modernOnlyMeta = []string{sep2663.MetaServerInfo}
 
 // ResultForLegacy prepares a CallToolResult for tasks/result: it strips a top-level
 // "resultType" and sets _meta["io.modelcontextprotocol/related-task"] = {taskId:
@@ -28,7 +34,7 @@ func ResultForLegacy(result json.RawMessage, bridgeTaskID string) (json.RawMessa
 	if err != nil {
 		return nil, err
 	}
-	return ms.Without("resultType").SetMeta(legacy.MetaRelatedTask, related).Encode(), nil
+	return ms.Without("resultType").SetMeta(legacy.MetaRelatedTask, related).DropMeta(modernOnlyMeta...).Encode(), nil
 }
 
 // StripModern removes the 2026-07-28-only top-level fields (resultType, ttlMs, cacheScope)
@@ -38,7 +44,7 @@ func StripModern(result json.RawMessage) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mapping: result: %w", err)
 	}
-	return ms.Without(modernOnly...).Encode(), nil
+	return ms.Without(modernOnly...).DropMeta(modernOnlyMeta...).Encode(), nil
 }
 
 // ErrorForLegacy returns the error object tasks/result sends for a failed task.
@@ -89,7 +95,7 @@ func ToolsListForLegacy(result json.RawMessage, mode func(name string, tool json
 	if err != nil {
 		return nil, fmt.Errorf("mapping: tools/list result: %w", err)
 	}
-	ms = ms.Without(modernOnly...)
+	ms = ms.Without(modernOnly...).DropMeta(modernOnlyMeta...)
 	rawTools, ok := ms.Get("tools")
 	if !ok {
 		return ms.Encode(), nil

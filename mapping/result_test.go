@@ -21,9 +21,9 @@ func TestResultForLegacy(t *testing.T) {
 		{"unknown fields keep their bytes and order",
 			`{ "zeta" : 1.50E+3 , "content":[ {"type":"text","text":"\u003cb\u003e \"q\" é"} ],"isError":false,"structuredContent":{"answer":42,"nested":{"resultType":"kept"}},"x-vendor":null}`,
 			`{"zeta":1.50E+3,"content":[ {"type":"text","text":"\u003cb\u003e \"q\" é"} ],"isError":false,"structuredContent":{"answer":42,"nested":{"resultType":"kept"}},"x-vendor":null,"_meta":{` + related + `}}`},
-		{"other _meta keys kept, in place",
+		{"other _meta keys kept, in place; the 2026-only serverInfo goes (issue 16 item 16)",
 			`{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s","version":"1"},"trace":"abc"},"content":[]}`,
-			`{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s","version":"1"},"trace":"abc",` + related + `},"content":[]}`},
+			`{"_meta":{"trace":"abc",` + related + `},"content":[]}`},
 		{"an upstream related-task is replaced, never leaked",
 			`{"content":[],"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"UPSTREAM"},"k":1}}`,
 			`{"content":[],"_meta":{` + related + `,"k":1}}`},
@@ -75,6 +75,11 @@ func TestStripModern(t *testing.T) {
 	}
 	if want := `{"prompts":[ 1 ],"nextCursor":"c","_meta":{"ttlMs":1}}`; string(got) != want {
 		t.Fatalf("got %s\nwant %s", got, want)
+	}
+	// Issue 16 item 16: the 2026-only _meta serverInfo does not reach a legacy client.
+	got, err = StripModern(json.RawMessage(`{"content":[],"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s","version":"1"},"k":2}}`))
+	if want := `{"content":[],"_meta":{"k":2}}`; err != nil || string(got) != want {
+		t.Fatalf("got %s, %v\nwant %s", got, err, want)
 	}
 	if _, err := StripModern(json.RawMessage(`[1]`)); err == nil {
 		t.Fatal("array accepted")
@@ -143,7 +148,7 @@ func TestToolsListForLegacy(t *testing.T) {
 		`{"name":"greet","description":"sync","inputSchema":{"type":"object"},"execution":{"taskSupport":"forbidden"}},` +
 		`{"name":"slow_compute","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional","x":1}},` +
 		`{"name":"skip","inputSchema":{"type":"object"}}` +
-		`],"nextCursor":"n","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s","version":"1"}}}`
+		`],"nextCursor":"n"}` // the 2026-only serverInfo goes, and the _meta it leaves empty
 	if string(got) != want {
 		t.Fatalf("\n got %s\nwant %s", got, want)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -333,6 +334,11 @@ func (b *Bridge) Initialize(ctx context.Context, sess *legacy.Session, params js
 func (b *Bridge) Serve(ctx context.Context, sess *legacy.Session, req *jsonrpc.Message, out legacy.Stream) (res json.RawMessage, err error) {
 	ctx, done := b.observe(ctx, sess, req) // one log line and the request metrics
 	defer func() { done(res, err) }()
+	if strings.HasPrefix(req.Method, "tasks/") && sess.ProtocolVersion != legacy.ProtocolVersion {
+		// An older session got no tasks capability in initialize: tasks/* do not exist
+		// for it (issue 16 item 15), and nothing of it may reach a record or the upstream.
+		return nil, jsonrpc.ErrMethodNotFound.Wrapf("%s: tasks need protocol version %s", req.Method, legacy.ProtocolVersion)
+	}
 	switch req.Method {
 	case "tools/call":
 		return b.toolsCall(ctx, sess, req, out)
@@ -385,11 +391,12 @@ func (b *Bridge) Respond(ctx context.Context, sess *legacy.Session, msg *jsonrpc
 // Closed implements legacy.Handler.
 func (b *Bridge) Closed(ctx context.Context, sess *legacy.Session) {}
 
-// inflightCall is a plain in-flight request that notifications/cancelled may cancel.
-type inflightCall struct{ cancel context.CancelFunc }
+// inflightCall is a plain in-flight request that notifications/cancelled may cancel; cancel
+// ends its context with the cause legacy.ErrCancelled.
+type inflightCall struct{ cancel func() }
 
 // trackInflight registers cancel for (session, request id) until the returned func runs.
-func (b *Bridge) trackInflight(sess *legacy.Session, id jsonrpc.ID, cancel context.CancelFunc) func() {
+func (b *Bridge) trackInflight(sess *legacy.Session, id jsonrpc.ID, cancel func()) func() {
 	return b.inflight.Put(pending.Key(sess.ID, id.Raw()), &inflightCall{cancel: cancel},
 		func(a, b *inflightCall) bool { return a == b })
 }

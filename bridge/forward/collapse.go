@@ -17,15 +17,22 @@ import (
 
 // callSync serves tools/call without params.task. An upstream task is polled to its end and
 // answered synchronously ("sync collapse"), with heartbeats so the request is never a
-// silent long wait. notifications/cancelled for the call becomes an upstream tasks/cancel.
-func (b *Bridge) callSync(ctx context.Context, sess *legacy.Session, req *jsonrpc.Message, out legacy.Stream) (json.RawMessage, error) {
+// silent long wait. notifications/cancelled for the call becomes an upstream tasks/cancel
+// (also when it lands during a poll), and the cancelled request gets no response
+// (legacy.ErrCancelled: 2025-11-25 receivers SHOULD NOT answer a cancelled request).
+func (b *Bridge) callSync(ctx context.Context, sess *legacy.Session, req *jsonrpc.Message, out legacy.Stream) (res json.RawMessage, err error) {
 	release, err := b.upstreamSlot() // held for the upstream call; a collapse's polls are not
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer b.trackInflight(sess, req.ID, cancel)()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer b.trackInflight(sess, req.ID, func() { cancel(legacy.ErrCancelled) })()
+	defer func() {
+		if errors.Is(context.Cause(ctx), legacy.ErrCancelled) {
+			res, err = nil, legacy.ErrCancelled
+		}
+	}()
 	cctx, cancelCall := context.WithTimeout(ctx, b.cfg.CallTimeout)
 	stop := b.keepAlive(out)
 	oc, err := b.callTool(cctx, sess, "", req.Params, out, 0)
@@ -64,6 +71,10 @@ func (b *Bridge) collapse(ctx context.Context, sess *legacy.Session, req *jsonrp
 			c.heartbeat()
 		case <-poll.C:
 			res, done, err := c.step(ctx)
+			if ctx.Err() != nil { // cancelled while polling: the upstream task must end too
+				c.cancelUpstream()
+				return nil, ctx.Err()
+			}
 			if done || err != nil {
 				return res, err
 			}
@@ -83,6 +94,9 @@ type collapser struct {
 	message  string
 	failures int
 	asked    map[string]bool // input keys already answered
+	// cancelled: tasks/cancel was sent upstream (a cancel during an input wait and the
+	// poll loop's own check must not send two).
+	cancelled bool
 }
 
 // step polls once; done reports a final answer (res or err).
@@ -167,7 +181,12 @@ func (c *collapser) heartbeat() {
 	}
 }
 
+// cancelUpstream sends tasks/cancel for the upstream task, once.
 func (c *collapser) cancelUpstream() {
+	if c.cancelled {
+		return
+	}
+	c.cancelled = true
 	ctx, cancel := context.WithTimeout(context.Background(), c.b.cfg.CancelTimeout)
 	defer cancel()
 	if err := c.b.up.CancelTask(ctx, c.upID, c.b.meta(c.sess)); err != nil {

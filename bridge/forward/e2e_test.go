@@ -123,8 +123,13 @@ func TestSyncAnswerBecomesCompletedTask(t *testing.T) {
 	c := e.client()
 	created := call(t, c, "tools/call", raw(`{"name":"greet","arguments":{"name":"Ada"},"task":{}}`))
 	tid := created.Get("task.taskId").Str
-	if created.Get("task.status").Str != "completed" {
-		t.Errorf("status = %s, want completed (the upstream answered synchronously)", created.Raw)
+	// 2025-11-25: tasks MUST begin working, even one the upstream answered synchronously;
+	// the first tasks/get says completed (issue 16 item 11).
+	if created.Get("task.status").Str != "working" {
+		t.Errorf("status = %s, want working (tasks begin working)", created.Raw)
+	}
+	if got := call(t, c, "tasks/get", id(tid)); got.Get("status").Str != "completed" {
+		t.Errorf("first tasks/get = %s, want completed (the upstream answered synchronously)", got.Raw)
 	}
 	res := call(t, c, "tasks/result", id(tid))
 	if res.Get("content.0.text").Str == "" || res.Get(`_meta.io\.modelcontextprotocol/related-task.taskId`).Str != tid {

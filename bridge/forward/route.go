@@ -209,6 +209,9 @@ func (b *Bridge) routeCall(ctx context.Context, sess *legacy.Session, req *jsonr
 		if !task.IsObject() {
 			return nil, jsonrpc.ErrInvalidParams.Wrapf("params.task must be an object (TaskMetadata), e.g. {}")
 		}
+		if ttl := task.Get("ttl"); ttl.Exists() && (ttl.Type != gjson.Number || ttl.Num < 0 || ttl.Num != float64(int64(ttl.Num))) {
+			return nil, jsonrpc.ErrInvalidParams.Wrapf("params.task.ttl must be a non-negative integer (milliseconds)")
+		}
 		if d.Kind == fallback.Host {
 			return b.hostTask(ctx, sess, req, task)
 		}

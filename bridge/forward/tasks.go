@@ -236,9 +236,25 @@ func (b *Bridge) releaseKey(ctx context.Context, rec *record.Task) {
 	rec.IdempotencyKey = ""
 }
 
-// createResult renders the CreateTaskResult for a record.
+// neverAnnounced reports a record whose id the client never received: a translated call
+// with no upstream task yet, i.e. a create still in flight or one that ended in an error
+// before any CreateTaskResult was sent (issue 16 item 12). The record stays in the store
+// (request-id and idempotency replays, the report) but tasks/list does not show it.
+func neverAnnounced(rec *record.Task) bool {
+	return rec.Mode == record.ModeTranslate && rec.UpstreamTaskID == ""
+}
+
+// createResult renders the CreateTaskResult for a record. It always says "working":
+// 2025-11-25 says tasks MUST begin in that status, so a call the upstream answered at once
+// (ModeComplete) or a replay of a creation whose task has moved on still begins there, and
+// the first tasks/get tells the status the record holds.
 func createResult(rec *record.Task) (json.RawMessage, error) {
-	return json.Marshal(legacy.CreateTaskResult{Task: mapping.TaskToLegacy(rec)})
+	t := mapping.TaskToLegacy(rec)
+	if t.Status != legacy.StatusWorking {
+		t.Status = legacy.StatusWorking
+		t.StatusMessage = ""
+	}
+	return json.Marshal(legacy.CreateTaskResult{Task: t})
 }
 
 // tasksGet returns the record, refreshed from upstream at most once per poll interval.
@@ -288,6 +304,9 @@ func (b *Bridge) tasksList(ctx context.Context, sess *legacy.Session, req *jsonr
 	now := b.cfg.Now()
 	for _, rec := range recs {
 		if exp, ok := rec.ExpiresAt(); (ok && now.After(exp)) || !ownMode(rec.Mode) {
+			continue
+		}
+		if neverAnnounced(rec) {
 			continue
 		}
 		// The page was just read from the store; only a tracker here may hold a newer copy
