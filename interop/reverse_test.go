@@ -66,3 +66,12 @@ func TestReverseConformance(t *testing.T) {
 	e := newReverseEnv(t)
 	testenv.RunConformance(t, e.url, testenv.TasksScenarios)
 }
+
+// TestReverseConformanceMultiRound runs the suite's multi-round MRTR scenario against the
+// reverse route (issue 16 item 4): each input_required round carries a requestState of its
+// own, and the retry with the latest one completes the call. legacy-server.mjs has the
+// scenario's tool (two elicitations on one tools/call).
+func TestReverseConformanceMultiRound(t *testing.T) {
+	e := newReverseEnv(t)
+	testenv.RunConformance(t, e.url, []string{"input-required-result-multi-round"})
+}

@@ -233,11 +233,17 @@ func (r *Reverse) settle(ctx context.Context, hc *heldCall) bool {
 	return true
 }
 
-// park registers hc under its requestState and answers input_required.
+// park registers hc under a fresh requestState and answers input_required. Each round
+// gets its own state (the previous one is spent), so a retry carries the latest round's
+// state and a replay of an earlier one is refused (SEP-2322; issue 16 item 4). Called with
+// hc.turn held, like every other writer of hc.state.
 func (r *Reverse) park(hc *heldCall, reqs sep2663.InputRequests) (json.RawMessage, error) {
-	r.held.Put(hc.state, hc, sameCall)
+	r.unhold(hc)
+	hc.state = ids.NewTaskID()
+	state := hc.state
+	r.held.Put(state, hc, sameCall)
 	hc.timer = time.AfterFunc(r.cfg.InputTimeout, func() {
-		r.unhold(hc)
+		r.held.DeleteIf(state, func(cur *heldCall) bool { return cur == hc })
 		hc.cancel()
 	})
 	return json.Marshal(sep2663.InputRequiredResult{ResultType: sep2663.ResultInputRequired, InputRequests: reqs, RequestState: hc.state})
