@@ -148,7 +148,7 @@ func (c *Client) ConnectAs(ctx context.Context, p InitializeParams) (*UpstreamSe
 		return nil, fmt.Errorf("legacy upstream initialize: %w", err)
 	}
 	if err := json.Unmarshal(res, &s.init); err != nil {
-		return nil, &upstream.Error{Legacy: true, URL: c.shown, Method: "initialize", Err: fmt.Errorf("bad initialize result: %w", err)}
+		return nil, &upstream.Error{Legacy: true, URL: c.shown, Method: "initialize", Err: fmt.Errorf("%w: bad initialize result: %w", upstream.ErrInvalidReply, err)}
 	}
 	if !supportedVersion(s.init.ProtocolVersion) {
 		return nil, &upstream.Error{Legacy: true, URL: c.shown, Method: "initialize", Err: fmt.Errorf("unsupported protocol version %q", s.init.ProtocolVersion)}
@@ -312,12 +312,12 @@ func (s *UpstreamSession) readReply(ctx context.Context, resp *http.Response, me
 		}
 		m, derr := jsonrpc.Decode(b)
 		if derr != nil || !m.IsResponse() {
-			return nil, s.upErr(method, resp.StatusCode, fmt.Errorf("not a JSON-RPC response: %q", truncateBytes(b, 200)))
+			return nil, s.upErr(method, resp.StatusCode, fmt.Errorf("%w: not a JSON-RPC response: %q", upstream.ErrInvalidReply, truncateBytes(b, 200)))
 		}
 		return m, nil
 	}
 	drain(resp.Body)
-	return nil, s.upErr(method, resp.StatusCode, fmt.Errorf("unexpected Content-Type %q", ct))
+	return nil, s.upErr(method, resp.StatusCode, fmt.Errorf("%w: unexpected Content-Type %q", upstream.ErrInvalidReply, ct))
 }
 
 // readSSE reads events until the response to id arrives. Server requests are answered on

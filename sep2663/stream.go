@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/taskbridge/taskbridge/internal/upstream"
 	"io"
 	"mime"
 
@@ -19,7 +20,8 @@ var maxBody = 64 << 20
 
 // ErrInvalidReply is wrapped by every error about a reply that is not valid 2026-07-28
 // JSON-RPC (unknown resultType, missing taskId, a body that is not JSON-RPC, …).
-var ErrInvalidReply = errors.New("invalid upstream reply")
+// It is upstream.ErrInvalidReply, the one value both eras' clients wrap.
+var ErrInvalidReply = upstream.ErrInvalidReply
 
 // ErrTaskMismatch is the invalid reply of a tasks/get answered with another task's taskId.
 var ErrTaskMismatch = fmt.Errorf("%w: tasks/get answer is about another task", ErrInvalidReply)

@@ -92,7 +92,7 @@ func (b *Bridge) askClient(ctx context.Context, sess *legacy.Session, taskID str
 	}()
 	for key, in := range reqs {
 		if !declared(sess, in.Method, in.Params) {
-			return nil, undeclaredInput(in.Method)
+			return nil, undeclaredInput(inputKind(in.Method, in.Params))
 		}
 		method, params, err := mapping.InputToLegacy(taskID, key, in)
 		if err != nil {
@@ -235,6 +235,15 @@ func declared(sess *legacy.Session, method string, params json.RawMessage) bool 
 	return false
 }
 
+// inputKind names an input request for a message: its method, and for a URL-mode
+// elicitation that mode, since a client may declare form elicitation without URL mode.
+func inputKind(method string, params json.RawMessage) string {
+	if method == "elicitation/create" && gjson.GetBytes(params, "mode").Str == "url" {
+		return "elicitation/create in URL mode (capability elicitation.url)"
+	}
+	return method
+}
+
 func undeclaredInput(method string) *jsonrpc.Error {
 	return jsonrpc.NewError(jsonrpc.CodeUpstream,
 		"the upstream asked for "+method+", a capability this client did not declare")
@@ -248,7 +257,7 @@ func (b *Bridge) relayInputs(ctx context.Context, t *tracker, inputs map[string]
 	var list []record.Input
 	for key, in := range inputs {
 		if !declared(sess, in.Method, in.Params) {
-			b.failUndeclared(ctx, t, sess, in.Method)
+			b.failUndeclared(ctx, t, sess, inputKind(in.Method, in.Params))
 			return
 		}
 		method, params, err := mapping.InputToLegacy(rec.ID, key, in)

@@ -208,7 +208,7 @@ func (r *Reverse) finish(ctx context.Context, id string, res json.RawMessage, rp
 			rec.LastUpdatedAt = r.cfg.Now().UTC()
 			return true
 		case rpcErr != nil:
-			rec.Error, rec.Outcome = mustJSON(rpcErr), record.OutcomeFailed
+			rec.Error, rec.Outcome = mustJSON(modernTaskError(rpcErr)), record.OutcomeFailed
 		default:
 			rec.Result, rec.Outcome = res, record.OutcomeSucceeded
 			if isErr {
@@ -259,4 +259,11 @@ func (r *Reverse) lookupTask(ctx context.Context, req *sep2663.Request) (*record
 		return nil, errmap.ErrTaskNotFound
 	}
 	return rec, nil
+}
+
+// modernTaskError is a legacy upstream's task error as the 2026-07-28 face may send it:
+// the codes that revision retired are renumbered by the one mapper (errmap.FromLegacy),
+// so a failed task's error is never -32002 or -32042 (issue 16 item 7).
+func modernTaskError(je *jsonrpc.Error) *jsonrpc.Error {
+	return jsonrpc.AsError(errmap.FromLegacy(je))
 }

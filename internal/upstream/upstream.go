@@ -14,6 +14,12 @@ import (
 	"github.com/taskbridge/taskbridge/internal/redact"
 )
 
+// ErrInvalidReply is wrapped by every error about an upstream reply that breaks the
+// protocol (a body that is not JSON-RPC, a bad initialize result, an unknown resultType),
+// from either era's client, so a client is told "invalid upstream reply", not
+// "unavailable" (bridge/internal/errmap).
+var ErrInvalidReply = errors.New("invalid upstream reply")
+
 // Error is a failure to get a JSON-RPC answer from an upstream: a transport error, an HTTP
 // status without a JSON-RPC body, or a reply that breaks the protocol. A JSON-RPC error the
 // upstream sent is never an Error: it travels as *jsonrpc.Error.

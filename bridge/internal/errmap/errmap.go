@@ -12,7 +12,6 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/upstream"
-	"github.com/taskbridge/taskbridge/sep2663"
 )
 
 // The classes of upstream failure a client is told. A client never learns the upstream's
@@ -43,7 +42,7 @@ func Class(err error) string {
 		return MsgTimeout
 	case errors.As(err, &ue) && ue.Timeout():
 		return MsgTimeout
-	case errors.Is(err, sep2663.ErrInvalidReply):
+	case errors.Is(err, upstream.ErrInvalidReply): // sep2663.ErrInvalidReply is the same value
 		return MsgInvalid
 	}
 	return MsgUnavailable
@@ -57,13 +56,20 @@ func classified(err error) error {
 // FromModern maps a failure of a 2026-07-28 (SEP-2663) upstream to the wire. nil stays nil.
 func FromModern(err error) error { return mapUpstream(err, false) }
 
-// FromLegacy maps a failure of a 2025-11-25 upstream to the wire; the code 2026-07-28
-// retired (-32002 "resource not found") becomes -32602, which replaced it.
+// FromLegacy maps a failure of a 2025-11-25 upstream to the wire; the codes 2026-07-28
+// retired and forbids sending are renumbered: -32002 "resource not found" becomes -32602,
+// which replaced it; -32042 "URL elicitation required" becomes -32603 with the upstream's
+// data (its elicitations, which name the URLs) kept and a message that says what it was.
 func FromLegacy(err error) error { return mapUpstream(err, true) }
 
-// codeRetired is 2025-11-25's "resource not found", which 2026-07-28 replaced by -32602
-// and forbids sending.
-const codeRetired = -32002
+// The 2025-11-25 codes 2026-07-28 retired.
+const (
+	codeRetired        = -32002 // resource not found
+	codeURLElicitation = -32042 // URL elicitation required
+)
+
+// msgURLElicitation prefixes the message of a renumbered -32042.
+const msgURLElicitation = "the upstream requires a URL-mode elicitation first (2025-11-25 error -32042); complete it and retry"
 
 // mapUpstream is the one mapping: JSON-RPC errors from the upstream pass through (with the
 // retired code renumbered when retire is set); transport failures and deadlines become
@@ -75,9 +81,18 @@ func mapUpstream(err error, retire bool) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &je):
-		if retire && je.Code == codeRetired {
+		switch {
+		case retire && je.Code == codeRetired:
 			c := *je
 			c.Code = jsonrpc.CodeInvalidParams
+			return &c
+		case retire && je.Code == codeURLElicitation:
+			c := *je
+			c.Code = jsonrpc.CodeInternalError
+			c.Message = msgURLElicitation
+			if je.Message != "" {
+				c.Message += ": " + je.Message
+			}
 			return &c
 		}
 		return je

@@ -30,6 +30,10 @@ func TestOneMapper(t *testing.T) {
 		{"rpc error", FromModern(jsonrpc.NewError(-32602, "bad")), -32602, "bad", false},
 		{"retired code, modern upstream", FromModern(jsonrpc.NewError(-32002, "Resource not found")), -32002, "Resource not found", false},
 		{"retired code, legacy upstream", FromLegacy(jsonrpc.NewError(-32002, "Resource not found")), jsonrpc.CodeInvalidParams, "Resource not found", false},
+		// Issue 16 item 7: a legacy upstream's -32042 never reaches the 2026-07-28 face.
+		{"URL elicitation required, legacy upstream", FromLegacy(jsonrpc.NewError(-32042, "Sign in first")), jsonrpc.CodeInternalError, msgURLElicitation + ": Sign in first", false},
+		// Issue 16 item 17: a legacy upstream's unreadable reply is "invalid", not "unavailable".
+		{"invalid reply, legacy upstream", FromLegacy(&upstream.Error{Legacy: true, Err: fmt.Errorf("%w: not a JSON-RPC response", upstream.ErrInvalidReply)}), jsonrpc.CodeUpstream, MsgInvalid, true},
 	} {
 		je := jsonrpc.AsError(c.got)
 		if je.Code != c.code || je.Message != c.message || (Cause(c.got) != nil) != c.hasCause {
