@@ -26,14 +26,15 @@
 //	     event: message / data: {response}   then the stream ends
 //	POST {response to elicitation}       ->  check session                 ->   Respond
 //	<- 202
-//	GET  Accept: text/event-stream       ->  check session; one stream per session per process
-//	<- 200 text/event-stream                 Server.Push(sessionID, msg) writes here;
-//	     : keep-alive (every 15 s)           a newer GET replaces an older one
+//	GET  Accept: text/event-stream       ->  check session; up to 4 streams per session per process
+//	<- 200 text/event-stream                 Server.Push(sessionID, msg) writes to one of them;
+//	     : keep-alive (every 15 s)           a fifth GET ends the oldest
 //	DELETE                               ->  CloseSession, end GET         ->   Closed
 //	<- 200; later requests get 404 (-32001 "Session not found") and the client re-initializes
 //
 // Request-level rules (2025-11-25 §Transports): one JSON-RPC message per POST (batches are
-// refused with -32600), Content-Type application/json (415 otherwise), a body of at most
+// refused with -32600, which is why initialize does not negotiate 2025-03-26 or 2024-11-05,
+// revisions that require them: NegotiatedVersions), Content-Type application/json (415 otherwise), a body of at most
 // Options.MaxBodyBytes (413), MCP-Protocol-Version absent (assumed 2025-03-26) or one of the
 // supported versions (400 otherwise). Authentication, the Origin check and the rate limit
 // are not the face's: the front door in front of it (bridge.Door) applies them to every
@@ -70,9 +71,16 @@
 // elsewhere the client gets 410 and calls tasks/result again.
 //
 // Decisions the spec leaves open:
-//   - A second GET for a session replaces the first (the older stream ends), rather than
-//     409: a client reconnecting after a half-open connection is served at once, and only
-//     the holder of the session id can open it.
+//   - A session may hold several GET streams (2025-11-25 allows it): a new one does not end
+//     the earlier ones, and each pushed message travels on one of them (the newest that
+//     takes it). Beyond maxGetStreams the oldest ends rather than 409: a client
+//     reconnecting after half-open connections is served at once.
+//   - A POST whose Accept lists only one of application/json and text/event-stream is 406;
+//     none at all is any media type (RFC 9110) and is served.
+//   - A message without an id whose method is not notifications/* is refused (400; dropped
+//     on stdio and WebSocket): it never reaches the Handler as a notification.
+//   - A Serve that returns ErrCancelled (the client cancelled the request) gets no
+//     response: the stream ends empty.
 //   - Push never blocks: each GET stream buffers 64 events; when the buffer is full, or no
 //     stream is open here, Push reports false and the bridge chooses another path.
 //   - HTTP-level errors (400/403/404/405/406/413/415/503) carry a JSON-RPC error with id

@@ -403,6 +403,22 @@ func (t *tracker) lost(ctx context.Context) {
 
 // expire ends a task whose ttl passed before the upstream finished it.
 func (t *tracker) expire(ctx context.Context) {
+	rec := t.snapshot()
+	// ttl is a retention hint in both revisions, not a deadline for the work: a task still
+	// running upstream when it passes is not declared "failed, outcome unknown" while the
+	// work goes on unobserved. The bridge cancels it upstream explicitly and records that
+	// (issue 16 item 14; docs/translation.md, "ttl").
+	outcome, msg := record.OutcomeCancelled, "The task's ttl passed before it finished; taskbridge cancelled it upstream."
+	if !rec.Status.Terminal() && rec.UpstreamTaskID != "" {
+		sess, _ := t.b.session(ctx, rec.SessionID)
+		cctx, cancel := context.WithTimeout(ctx, t.b.cfg.CancelTimeout)
+		err := t.b.up.CancelTask(cctx, rec.UpstreamTaskID, t.b.meta(sess))
+		cancel()
+		if err != nil {
+			outcome, msg = record.OutcomeUnknown, "The task's ttl passed before it finished and cancelling it upstream failed; the outcome is unknown."
+			t.b.log.Warn().Err(err).Str("task", rec.ID).Msg("upstream tasks/cancel at ttl failed")
+		}
+	}
 	t.update(ctx, func(r *record.Task) bool {
 		if r.Status.Terminal() {
 			if r.Outcome == record.OutcomePending {
@@ -412,9 +428,9 @@ func (t *tracker) expire(ctx context.Context) {
 			}
 			return false
 		}
-		r.Status = record.StatusFailed
-		r.StatusMessage = "The task's ttl passed before it finished; the outcome is unknown."
-		r.Outcome = record.OutcomeUnknown
+		r.Status = record.StatusCancelled
+		r.StatusMessage = msg
+		r.Outcome = outcome
 		r.LastUpdatedAt = t.b.cfg.Now().UTC()
 		return true
 	})
