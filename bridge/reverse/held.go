@@ -11,6 +11,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/taskbridge/taskbridge/internal/jsonobj"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/redact"
 	"github.com/taskbridge/taskbridge/legacy"
@@ -170,16 +171,19 @@ func (r *Reverse) forwardAnswers(ctx context.Context, rec *record.Task, sess *le
 	}
 	for _, in := range ins {
 		if in.Response != nil && in.ForwardedAt == nil {
-			r.forwardAnswer(ctx, sess, in)
+			r.forwardAnswer(ctx, sess, rec.UpstreamTaskID, in)
 		}
 	}
 }
 
-// forwardAnswer POSTs one stored answer upstream and records that it went.
-func (r *Reverse) forwardAnswer(ctx context.Context, sess *legacy.UpstreamSession, in record.Input) bool {
+// forwardAnswer POSTs one stored answer upstream and records that it went. The answer
+// carries the related-task _meta of the upstream's task (upID): it answers a request the
+// upstream sent on that task's tasks/result stream (2025-11-25: every response associated
+// with a task MUST carry it; issue 16 item 13).
+func (r *Reverse) forwardAnswer(ctx context.Context, sess *legacy.UpstreamSession, upID string, in record.Input) bool {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.CancelTimeout)
 	defer cancel()
-	if err := sess.Respond(cctx, in.UpstreamRequestID, in.Response, nil); err != nil {
+	if err := sess.Respond(cctx, in.UpstreamRequestID, withRelatedTask(in.Response, upID), nil); err != nil {
 		if errors.Is(err, legacy.ErrSessionGone) {
 			r.record(r.markLost(ctx, in.TaskID))
 		}
@@ -337,4 +341,22 @@ func (r *Reverse) purge(ctx context.Context) {
 		r.upSessions = map[string]*legacy.UpstreamSession{}
 	}
 	r.mu.Unlock()
+}
+
+// withRelatedTask sets _meta["io.modelcontextprotocol/related-task"] = {taskId: upID} on an
+// answer object (replacing one the client may have put there); an answer it cannot edit, or
+// an empty upID, leaves it as it is.
+func withRelatedTask(answer json.RawMessage, upID string) json.RawMessage {
+	if upID == "" {
+		return answer
+	}
+	rt, err := json.Marshal(legacy.RelatedTask{TaskID: upID})
+	if err != nil {
+		return answer
+	}
+	out, err := jsonobj.Edit(answer, func(o jsonobj.Object) jsonobj.Object { return o.SetMeta(legacy.MetaRelatedTask, rt) })
+	if err != nil {
+		return answer
+	}
+	return out
 }

@@ -212,7 +212,7 @@ func (r *Reverse) tasksUpdate(ctx context.Context, req *sep2663.Request) (json.R
 			return true
 		}
 		in.Response = json.RawMessage(v.Raw)
-		r.forwardAnswer(ctx, sess, in)
+		r.forwardAnswer(ctx, sess, rec.UpstreamTaskID, in)
 		answered = true
 		return true
 	})
