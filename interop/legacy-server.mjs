@@ -17,7 +17,7 @@ import { z } from 'zod';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { InMemoryTaskStore, InMemoryTaskMessageQueue } from '@modelcontextprotocol/sdk/experimental/tasks';
-import { ElicitResultSchema, McpError, ErrorCode, isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import { CreateMessageResultSchema, ElicitResultSchema, McpError, ErrorCode, isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 
 const POLL_INTERVAL = 200;
 const DEFAULT_TTL = 300000;
@@ -161,6 +161,22 @@ function createServer() {
         async ({ name }) => {
             count('greet');
             return { content: [{ type: 'text', text: `Hello, ${name}!` }] };
+        }
+    );
+
+    // The conformance suite's server-stateless diagnostic tool: it needs sampling, so a
+    // modern caller that did not declare sampling must get -32021 from the bridge.
+    server.registerTool(
+        'test_missing_capability',
+        { description: 'Asks the client to sample (needs the sampling capability)', inputSchema: {} },
+        async (_args, extra) => {
+            count('test_missing_capability');
+            const r = await extra.sendRequest(
+                { method: 'sampling/createMessage', params: { messages: [{ role: 'user', content: { type: 'text', text: 'Say hi' } }], maxTokens: 10 } },
+                CreateMessageResultSchema,
+                { timeout: 600000 }
+            );
+            return { content: [{ type: 'text', text: `sampled: ${r.content?.text ?? ''}` }] };
         }
     );
 

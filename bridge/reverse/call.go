@@ -95,7 +95,7 @@ func (r *Reverse) toolsCall(ctx context.Context, req *sep2663.Request) (json.Raw
 		intent = rec.ID
 	}
 	hc := r.startCall(owner, name.Str, params, intent, release)
-	return r.waitCall(ctx, hc)
+	return r.waitCall(ctx, hc, req.CapabilitiesRaw)
 }
 
 // startCall runs the upstream tools/call on its own goroutine (it may outlive this HTTP
@@ -182,12 +182,15 @@ func (r *Reverse) resume(ctx context.Context, req *sep2663.Request, state string
 	if _, err := hc.box.answerAll(json.RawMessage(gjson.GetBytes(req.Params, "inputResponses").Raw)); err != nil {
 		return nil, err
 	}
-	return r.waitCall(ctx, hc)
+	return r.waitCall(ctx, hc, req.CapabilitiesRaw)
 }
 
 // waitCall waits for the held call to end or to ask for input. Input is returned as an
 // input_required result and the call stays held (for InputTimeout) under its requestState.
-func (r *Reverse) waitCall(ctx context.Context, hc *heldCall) (json.RawMessage, error) {
+// caps are the capabilities the waiting request declared: an input of a kind they lack is
+// never sent (MRTR: servers MUST NOT); the call ends upstream and the client gets -32021
+// naming the capability (issue 16 item 6).
+func (r *Reverse) waitCall(ctx context.Context, hc *heldCall, caps json.RawMessage) (json.RawMessage, error) {
 	hc.turn.Lock()
 	defer hc.turn.Unlock()
 	wait := time.NewTimer(r.cfg.CreateTimeout)
@@ -198,6 +201,11 @@ func (r *Reverse) waitCall(ctx context.Context, hc *heldCall) (json.RawMessage, 
 				return nil, ctx.Err()
 			}
 			if reqs = hc.box.unanswered(); len(reqs) > 0 {
+				if err := undeclaredInput(caps, reqs); err != nil {
+					r.unhold(hc)
+					hc.cancel()
+					return nil, err
+				}
 				return r.park(hc, reqs)
 			}
 		}
@@ -271,4 +279,35 @@ func (r *Reverse) callOutcome(hc *heldCall) (json.RawMessage, error) {
 		return json.Marshal(sep2663.CreateTaskResult{ResultType: sep2663.ResultTask, Task: r.modernTask(hc.rec)})
 	}
 	return mapping.ResultForModern(hc.res)
+}
+
+// undeclaredInput is the -32021 for the first input request whose kind the client's
+// capabilities lack (elicitation, its URL mode, sampling, roots), or nil.
+func undeclaredInput(caps json.RawMessage, reqs sep2663.InputRequests) error {
+	for _, in := range reqs {
+		need, required := "", map[string]any{}
+		switch in.Method {
+		case "elicitation/create":
+			el := gjson.GetBytes(caps, "elicitation")
+			switch {
+			case gjson.GetBytes(in.Params, "mode").Str == "url" && !el.Get("url").Exists():
+				need, required["elicitation"] = "elicitation.url", map[string]any{"url": map[string]any{}}
+			case !el.Exists():
+				need, required["elicitation"] = "elicitation", map[string]any{}
+			}
+		case "sampling/createMessage":
+			if !gjson.GetBytes(caps, "sampling").Exists() {
+				need, required["sampling"] = "sampling", map[string]any{}
+			}
+		case "roots/list":
+			if !gjson.GetBytes(caps, "roots").Exists() {
+				need, required["roots"] = "roots", map[string]any{}
+			}
+		}
+		if need != "" {
+			return sep2663.ErrMissingCapability.Wrapf("the tool asked for %s, which needs the client capability %s, not declared in this request", in.Method, need).
+				WithData(map[string]any{"requiredCapabilities": required})
+		}
+	}
+	return nil
 }
