@@ -75,3 +75,13 @@ func TestReverseConformanceMultiRound(t *testing.T) {
 	e := newReverseEnv(t)
 	testenv.RunConformance(t, e.url, []string{"input-required-result-multi-round"})
 }
+
+// TestReverseConformanceBase runs 2026-07-28 base server scenarios of the suite against the
+// reverse route (issue 16 acceptance 2, in part): server-stateless (with the suite's
+// test_missing_capability tool in legacy-server.mjs: -32021 for undeclared sampling, item 6;
+// no listChanged/subscribe advertised without subscriptions/listen, item 8; initialize with
+// 2026-07-28 headers is 404/-32601, item 5) and http-header-validation.
+func TestReverseConformanceBase(t *testing.T) {
+	e := newReverseEnv(t)
+	testenv.RunConformance(t, e.url, []string{"server-stateless", "http-header-validation"})
+}

@@ -15,7 +15,10 @@ import (
 
 // ServerCapsToModern translates 2025-11-25 ServerCapabilities: the shared keys are
 // kept as sent, tasks is dropped (SEP-2663 forbids advertising it), and the tasks
-// extension is added when the upstream can run tools/call as a task.
+// extension is added when the upstream can run tools/call as a task. What the reverse
+// route does not deliver to a 2026-07-28 client is not advertised (issue 16 item 8):
+// listChanged and subscribe (it has no subscriptions/listen) and logging (its replies
+// carry no notifications/message); the other members of those objects keep their bytes.
 func ServerCapsToModern(raw json.RawMessage, tasks bool) (sep2663.ServerCapabilities, error) {
 	var in map[string]json.RawMessage
 	if len(raw) > 0 {
@@ -24,13 +27,26 @@ func ServerCapsToModern(raw json.RawMessage, tasks bool) (sep2663.ServerCapabili
 		}
 	}
 	c := sep2663.ServerCapabilities{
-		Experimental: in["experimental"], Logging: in["logging"], Completions: in["completions"],
-		Prompts: in["prompts"], Resources: in["resources"], Tools: in["tools"],
+		Experimental: in["experimental"], Completions: in["completions"],
+		Prompts: undelivered(in["prompts"]), Resources: undelivered(in["resources"]), Tools: undelivered(in["tools"]),
 	}
 	if tasks {
 		c.Extensions = map[string]json.RawMessage{sep2663.ExtensionTasks: json.RawMessage(`{}`)}
 	}
 	return c, nil
+}
+
+// undelivered removes listChanged and subscribe from a capability object (nil stays nil;
+// a value that is not an object is kept as sent).
+func undelivered(raw json.RawMessage) json.RawMessage {
+	if raw == nil || !jsonobj.IsObject(raw) {
+		return raw
+	}
+	o, err := jsonobj.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	return o.Without("listChanged", "subscribe").Encode()
 }
 
 // modernOnlyParams are request fields a legacy server must not see.

@@ -8,15 +8,17 @@ import (
 )
 
 func TestServerCapsToModern(t *testing.T) {
-	legacyCaps := json.RawMessage(`{"tools":{"listChanged":true},"tasks":{"list":{},"requests":{"tools":{"call":{}}}},"logging":{}}`)
+	legacyCaps := json.RawMessage(`{"tools":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true,"x":1},"tasks":{"list":{},"requests":{"tools":{"call":{}}}},"logging":{}}`)
 	c, err := ServerCapsToModern(legacyCaps, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, _ := json.Marshal(c)
-	want := `{"logging":{},"tools":{"listChanged":true},"extensions":{"io.modelcontextprotocol/tasks":{}}}`
+	// Issue 16 item 8: the reverse route has no subscriptions/listen and sends no log
+	// notifications, so listChanged, subscribe and logging are not advertised.
+	want := `{"resources":{"x":1},"tools":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}`
 	if !jsonEq(t, got, []byte(want)) {
-		t.Errorf("with tasks: %s, want %s (legacy tasks dropped, extension added)", got, want)
+		t.Errorf("with tasks: %s, want %s (legacy tasks dropped, extension added, undelivered capabilities dropped)", got, want)
 	}
 	c, _ = ServerCapsToModern(legacyCaps, false)
 	if c.HasExtension(sep2663.ExtensionTasks) {
