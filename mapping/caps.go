@@ -86,9 +86,12 @@ func ServerCapsToLegacy(caps sep2663.ServerCapabilities, withTasks bool) (json.R
 	add("experimental", caps.Experimental)
 	add("logging", caps.Logging)
 	add("completions", caps.Completions)
-	add("prompts", caps.Prompts)
-	add("resources", caps.Resources)
-	add("tools", caps.Tools)
+	// listChanged and subscribe are not advertised: the forward route does not relay the
+	// upstream's list-changed or resource-updated notifications to a legacy session's GET
+	// stream (issue 16 item 8: advertise only what is delivered).
+	add("prompts", undelivered(caps.Prompts))
+	add("resources", undelivered(caps.Resources))
+	add("tools", undelivered(caps.Tools))
 	for _, m := range out {
 		if !json.Valid(m.Value) {
 			return nil, fmt.Errorf("mapping: server capability %q is not valid JSON", m.Key)

@@ -61,7 +61,9 @@ func TestServerCapsToLegacy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"experimental":{"e":{}},"logging":{},"completions":{},"prompts":{},"resources":{"subscribe":true},"tools":{"listChanged":true},"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}}`
+	// Issue 16 item 8: listChanged and subscribe are not relayed to a legacy session, so
+	// they are not advertised; logging is (setLevel becomes the per-request logLevel).
+	want := `{"experimental":{"e":{}},"logging":{},"completions":{},"prompts":{},"resources":{},"tools":{},"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}}`
 	if string(got) != want {
 		t.Fatalf("\n got %s\nwant %s", got, want)
 	}

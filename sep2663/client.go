@@ -104,6 +104,10 @@ type RequestMeta struct {
 	ClientCapabilities json.RawMessage
 	// ClientInfo nil means: keep the one already in params._meta, else the client's default.
 	ClientInfo *Implementation
+	// LogLevel, when set, is _meta["io.modelcontextprotocol/logLevel"]: the server may send
+	// notifications/message of that level and above on the request's stream (2026-07-28
+	// replaced logging/setLevel by this per-request field). "" keeps what params has.
+	LogLevel string
 }
 
 func (c *Client) upstreamErr(method string, status int, err error) *upstream.Error {
@@ -262,6 +266,9 @@ func (c *Client) withEnvelope(params json.RawMessage, meta RequestMeta) (json.Ra
 		m = m.Set(MetaClientInfo, marshal(meta.ClientInfo))
 	default:
 		m = m.SetDefault(MetaClientInfo, marshal(c.info))
+	}
+	if meta.LogLevel != "" {
+		m = m.Set(MetaLogLevel, quote(meta.LogLevel))
 	}
 	return top.Set("_meta", m.Encode()).Encode(), nil
 }
@@ -524,7 +531,12 @@ func (c *Client) spliceEnvelope(params json.RawMessage, meta RequestMeta) (json.
 	b.Write(meta.ClientCapabilities)
 	b.WriteString(`,"` + MetaClientInfo + `":`)
 	b.Write(marshal(info))
-	b.WriteString(`,"` + MetaProtocolVersion + `":"` + ProtocolVersion + `"}`)
+	b.WriteString(`,"` + MetaProtocolVersion + `":"` + ProtocolVersion + `"`)
+	if meta.LogLevel != "" {
+		b.WriteString(`,"` + MetaLogLevel + `":`)
+		b.Write(quote(meta.LogLevel))
+	}
+	b.WriteString(`}`)
 	rest := bytes.TrimSpace(p[1:])
 	if len(rest) > 1 { // more than the closing brace: keep every member's bytes
 		b.WriteByte(',')

@@ -37,6 +37,9 @@ const (
 	MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
 	// MetaClientInfo SHOULD be sent on every request (display and logging only).
 	MetaClientInfo = "io.modelcontextprotocol/clientInfo"
+	// MetaLogLevel is the optional per-request log level (a LoggingLevel): without it a
+	// server sends no notifications/message for the request.
+	MetaLogLevel = "io.modelcontextprotocol/logLevel"
 	// MetaServerInfo SHOULD be in every result's _meta.
 	MetaServerInfo = "io.modelcontextprotocol/serverInfo"
 	// MetaSubscriptionID is on every notification delivered on a subscriptions/listen

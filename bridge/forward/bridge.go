@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -149,8 +150,9 @@ type Bridge struct {
 	mu     sync.Mutex
 	closed bool
 
-	inflight pending.Registry[*inflightCall] // pending.Key(session, request id) → an in-flight call
-	asks     pending.Registry[*ask]          // bridge-issued request id → waiting MRTR relay (input.go)
+	inflight  pending.Registry[*inflightCall] // pending.Key(session, request id) → an in-flight call
+	logLevels sync.Map                        // session id → its logging/setLevel level (setLevel)
+	asks      pending.Registry[*ask]          // bridge-issued request id → waiting MRTR relay (input.go)
 
 	metas *lru.Cache[string, sep2663.RequestMeta] // per-session upstream envelope
 	gate  *gate.Gate                              // the work gate (admit.go)
@@ -288,6 +290,32 @@ func owner(sess *legacy.Session) string { return sessions.Owner(sess) }
 // translated (tasks extension always declared, so task-only tools work for every client)
 // and its clientInfo.
 func (b *Bridge) meta(sess *legacy.Session) sep2663.RequestMeta {
+	m := b.baseMeta(sess)
+	if lv, ok := b.logLevels.Load(sess.ID); ok {
+		m.LogLevel = lv.(string)
+	}
+	return m
+}
+
+// logLevels are the LoggingLevel names, least severe first.
+var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// setLevel serves logging/setLevel: 2026-07-28 removed it (the level travels in each
+// request's _meta), so the session's level is kept here and sent as logLevel on every later
+// upstream request of the session, whose notifications/message then reach the client on
+// that request's stream (issue 16 item 8). The level lives in this process: a session
+// served by another replica sends none until it sets it there.
+func (b *Bridge) setLevel(sess *legacy.Session, req *jsonrpc.Message) (json.RawMessage, error) {
+	lv := gjson.GetBytes(req.Params, "level")
+	if lv.Type != gjson.String || !slices.Contains(logLevels, lv.Str) {
+		return nil, jsonrpc.ErrInvalidParams.Wrapf("level must be one of %s", strings.Join(logLevels, ", "))
+	}
+	b.logLevels.Store(sess.ID, lv.Str)
+	return json.RawMessage(`{}`), nil
+}
+
+// baseMeta is the session's envelope without the log level, cached per session.
+func (b *Bridge) baseMeta(sess *legacy.Session) sep2663.RequestMeta {
 	if m, ok := b.metas.Get(sess.ID); ok {
 		return m
 	}
@@ -353,8 +381,7 @@ func (b *Bridge) Serve(ctx context.Context, sess *legacy.Session, req *jsonrpc.M
 	case "tasks/cancel":
 		return b.tasksCancel(ctx, sess, req)
 	case "logging/setLevel":
-		// Removed in 2026-07-28 (the level travels per request); accepted so old clients work.
-		return json.RawMessage(`{}`), nil
+		return b.setLevel(sess, req)
 	default:
 		return b.forward(ctx, sess, req, out)
 	}
@@ -389,7 +416,7 @@ func (b *Bridge) Respond(ctx context.Context, sess *legacy.Session, msg *jsonrpc
 }
 
 // Closed implements legacy.Handler.
-func (b *Bridge) Closed(ctx context.Context, sess *legacy.Session) {}
+func (b *Bridge) Closed(ctx context.Context, sess *legacy.Session) { b.logLevels.Delete(sess.ID) }
 
 // inflightCall is a plain in-flight request that notifications/cancelled may cancel; cancel
 // ends its context with the cause legacy.ErrCancelled.
