@@ -18,6 +18,7 @@ import (
 	"github.com/taskbridge/taskbridge/bridge/internal/pending"
 	"github.com/taskbridge/taskbridge/bridge/internal/sessions"
 	"github.com/taskbridge/taskbridge/internal/defaults"
+	"github.com/taskbridge/taskbridge/internal/jsonobj"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/metrics"
 	"github.com/taskbridge/taskbridge/legacy"
@@ -291,8 +292,36 @@ func (r *Reverse) toolMode(ctx context.Context, name string) (string, *upstreamI
 	return mode, in, nil
 }
 
-// Serve implements sep2663.Handler: one dispatch table for the modern face.
+// Serve implements sep2663.Handler: one dispatch table for the modern face. Every result
+// carries the upstream server's identity in _meta serverInfo (2026-07-28: results SHOULD;
+// issue 16 item 16).
 func (r *Reverse) Serve(ctx context.Context, req *sep2663.Request) (json.RawMessage, error) {
+	res, err := r.serve(ctx, req)
+	if err != nil || req.Method == sep2663.MethodDiscover {
+		return res, err // discover sets serverInfo itself
+	}
+	return r.withServerInfo(res), nil
+}
+
+// withServerInfo sets _meta serverInfo on a result object that has none, from the cached
+// upstream initialize; a result it cannot edit is returned as it is.
+func (r *Reverse) withServerInfo(res json.RawMessage) json.RawMessage {
+	in := r.info.Load()
+	if in == nil || gjson.GetBytes(res, "_meta."+gjson.Escape(sep2663.MetaServerInfo)).Exists() {
+		return res
+	}
+	info, err := json.Marshal(sep2663.Implementation{Name: in.init.ServerInfo.Name, Version: in.init.ServerInfo.Version, Title: in.init.ServerInfo.Title})
+	if err != nil {
+		return res
+	}
+	out, err := jsonobj.Edit(res, func(o jsonobj.Object) jsonobj.Object { return o.SetMeta(sep2663.MetaServerInfo, info) })
+	if err != nil {
+		return res
+	}
+	return out
+}
+
+func (r *Reverse) serve(ctx context.Context, req *sep2663.Request) (json.RawMessage, error) {
 	switch req.Method {
 	case sep2663.MethodDiscover:
 		return r.discover(ctx)
