@@ -27,6 +27,7 @@ Usage:
   taskbridge probe URL [--header 'Authorization: …'] [--json|--wide]   (the upstream's manifest and the route per tool)
   taskbridge config check FILE [--connect]   (validate a config file; print the effective config, secrets masked)
   taskbridge tasks list [--principal P] [--status S] | tasks show ID | tasks reconcile ID --outcome …
+  taskbridge verify --upstream URL|--upstream-cmd CMD [--config FILE] [--plan PLAN.yaml] [--json]   (the promotion gates)
   taskbridge report [--json]      (migration report: legacy clients still seen, tasks in flight, sunset)
   taskbridge demo
   taskbridge version | --version   (version, module, VCS revision, build date)
@@ -46,6 +47,11 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		fmt.Fprintln(os.Stderr, "taskbridge:", err)
+		os.Exit(ee.code)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "taskbridge:", err)
@@ -69,6 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdConfig(ctx, args[1:], stdout, stderr)
 	case "tasks":
 		return cmdTasks(ctx, args[1:], stdout, stderr)
+	case "verify":
+		return cmdVerify(ctx, args[1:], stdout, stderr)
 	case "report":
 		return cmdReport(ctx, args[1:], stdout, stderr)
 	case "demo":
