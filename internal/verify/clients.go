@@ -35,7 +35,7 @@ const withTasksCaps = `{"tasks":{"list":{},"cancel":{}},"elicitation":{"form":{}
 type reply struct {
 	Result json.RawMessage
 	Error  json.RawMessage // the "error" member, exactly as sent
-	Status int            // the HTTP status
+	Status int             // the HTTP status
 }
 
 // code is the JSON-RPC error code (0 for a result).

@@ -319,7 +319,10 @@ func (r *run) modernLifecycle(ctx context.Context) (Result, string) {
 		return Fail, "tools/call: " + err.Error()
 	}
 	if out.Kind != sep2663.KindTask {
-		return Fail, fmt.Sprintf("tools/call %s with the tasks extension answered %s, not a task", t.Name, out.Kind)
+		if r.plan.Tools.Slow == nil {
+			return Skipped, fmt.Sprintf("%s (chosen without a plan) answered %s: the upstream runs it synchronously; name a slow tool in the plan", t.Name, out.Kind)
+		}
+		return Fail, fmt.Sprintf("the plan's slow tool %s with the tasks extension answered %s, not a task", t.Name, out.Kind)
 	}
 	tr := &trail{}
 	tr.add(string(out.Task.Status))

@@ -237,6 +237,11 @@ func (r *run) pastTheCap(ctx context.Context, t *Tool) (Result, string) {
 		r.sent(1)
 		ids = append(ids, id)
 	}
+	for _, id := range ids {
+		if st, _, _ := c.status(ctx, id); terminal(st) {
+			return Skipped, fmt.Sprintf("%s's tasks end before the cap is reached (%s); name a slower tool in the plan", t.Name, st)
+		}
+	}
 	_, _, res, err := c.createTask(ctx, *t)
 	if err != nil {
 		return Fail, err.Error()

@@ -35,10 +35,10 @@ type Fact struct {
 
 // Check is one line of the verdict table. Evidence is one line: what was seen.
 type Check struct {
-	Gate     string `json:"gate"`
-	Check    string `json:"check"`
-	Result   Result `json:"result"`
-	Evidence string `json:"evidence"`
+	Gate     string  `json:"gate"`
+	Check    string  `json:"check"`
+	Result   Result  `json:"result"`
+	Evidence string  `json:"evidence"`
 	Seconds  float64 `json:"seconds"`
 }
 

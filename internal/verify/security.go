@@ -116,6 +116,11 @@ func securityGate(ctx context.Context, r *run) {
 		}
 		return r.revoked(ctx, a, taskID)
 	})
+	if a != nil && taskID != "" { // the task ends before the next gate (it counts towards the caps)
+		wctx, cancel := r.step(ctx)
+		_, _ = waitLegacy(wctx, a, taskID, &trail{})
+		cancel()
+	}
 	r.check(ctx, g, "credentials never logged", func(context.Context) (Result, string) {
 		if r.o.Logs == nil {
 			return Skipped, "the bridge's log is not available"

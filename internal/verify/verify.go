@@ -200,7 +200,9 @@ func (r *run) principals() error {
 }
 
 // apiKeysRevocable reports whether verify holds the principals' keys (and so can revoke one).
-func (r *run) apiKeysRevocable() bool { return len(r.plan.Principals) == 0 && len(r.o.Auth.APIKeys) > 0 }
+func (r *run) apiKeysRevocable() bool {
+	return len(r.plan.Principals) == 0 && len(r.o.Auth.APIKeys) > 0
+}
 
 func headerLine(s string) (http.Header, error) {
 	for i := 0; i < len(s); i++ {
