@@ -45,18 +45,23 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "taskbridge:", err)
 	}
+	os.Exit(exitCode(err))
+}
+
+// exitCode is the process status for run's error: 0 for none or a help request, an
+// exitError's own code (verify: 2 for a usage error), else 1.
+func exitCode(err error) int {
 	var ee *exitError
-	if errors.As(err, &ee) {
-		fmt.Fprintln(os.Stderr, "taskbridge:", err)
-		os.Exit(ee.code)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "taskbridge:", err)
-		os.Exit(1)
-	}
+	return 1
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -104,6 +104,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // runVerify builds the upstream client and the bridge the way serve does and runs the gates.
 func runVerify(ctx context.Context, cfg *config.Config, plan *verify.Plan, tts map[string]string, stderr io.Writer) (*verify.Report, error) {
+	stderr = &lockedWriter{w: stderr} // the progress lines and a stdio child's stderr
 	logs := &logBuffer{}
 	log := zerolog.New(logs).Level(zerolog.DebugLevel).With().Timestamp().Logger()
 	m := metrics.New(version)
@@ -232,4 +233,16 @@ func (s *logBuffer) Bytes() []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return bytes.Clone(s.buf.Bytes())
+}
+
+// lockedWriter serialises writes from verify's progress and a child's stderr copier.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
