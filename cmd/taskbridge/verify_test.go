@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/internal/fixture"
@@ -79,8 +80,9 @@ func TestVerifyFixturePasses(t *testing.T) {
 	}
 }
 
-// TestVerifyUpstreamCmd (acceptance 1): the same with the fixture as a stdio child
-// (--upstream-cmd); the upstream calls are counted on the stdio transport.
+// TestVerifyUpstreamCmd (acceptance 1 and 3): the same with the fixture as a stdio child
+// (--upstream-cmd), the upstream calls counted on the stdio transport; --json validates
+// against docs/verify.schema.json.
 func TestVerifyUpstreamCmd(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -92,15 +94,31 @@ func TestVerifyUpstreamCmd(t *testing.T) {
 		t.Fatalf("go build tbfixture: %v\n%s", err, out)
 	}
 	plan := writeFile(t, dir, "plan.yaml", verifyPlan+"accept_session_scoped_listing: true\n")
-	code, out, errOut := runVerifyCmd(t, "--upstream-cmd", bin+" -stdio -poll-ms 100", "--plan", plan)
+	code, out, errOut := runVerifyCmd(t, "--upstream-cmd", bin+" -stdio -poll-ms 100", "--plan", plan, "--json")
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	if !strings.Contains(out, "upstream:              child "+bin) || !strings.Contains(out, "verdict: pass") {
-		t.Errorf("stdout:\n%s", out)
+	// acceptance 3: the JSON of a real run validates against the documented schema
+	sch, err := jsonschema.NewCompiler().Compile(filepath.Join("..", "..", "docs", "verify.schema.json"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(out, "the upstream got") || strings.Contains(out, "the upstream got 0 ") {
-		t.Errorf("the stdio upstream's tools/call were not counted:\n%s", out)
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(out))
+	if err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, out)
+	}
+	if err := sch.Validate(doc); err != nil {
+		t.Fatalf("the report does not validate: %v\n%s", err, out)
+	}
+	if v := gjson.Get(out, "verdict").Str; v != "pass" {
+		t.Errorf("verdict %s:\n%s", v, out)
+	}
+	if up := gjson.Get(out, `facts.#(name=="upstream").value`).Str; up != "child "+bin+" -stdio -poll-ms 100" {
+		t.Errorf("upstream fact %q", up)
+	}
+	ev := gjson.Get(out, `checks.#(check=="initial call never repeated").evidence`).Str
+	if !strings.Contains(ev, "the upstream got") || strings.Contains(ev, "the upstream got 0 ") {
+		t.Errorf("the stdio upstream's tools/call were not counted: %q", ev)
 	}
 }
 
@@ -245,6 +263,11 @@ func TestVerifyFaultyUpstreams(t *testing.T) {
 			code, out, errOut := runVerifyCmd(t, "--upstream", url, "--config", cfg, "--plan", plan)
 			if code != 1 {
 				t.Fatalf("exit %d, want 1\n%s\n%s", code, out, errOut)
+			}
+			for _, l := range strings.Split(errOut, "\n") {
+				if strings.Contains(l, "verify: failed: ") {
+					t.Log(l)
+				}
 			}
 			if !strings.Contains(errOut, "verify: failed: ") || !strings.Contains(errOut, tc.want) {
 				t.Errorf("the failure does not name %s:\n%s", tc.want, errOut)
