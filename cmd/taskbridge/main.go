@@ -27,6 +27,7 @@ Usage:
   taskbridge probe URL [--header 'Authorization: …'] [--json|--wide]   (the upstream's manifest and the route per tool)
   taskbridge config check FILE [--connect]   (validate a config file; print the effective config, secrets masked)
   taskbridge tasks list [--principal P] [--status S] | tasks show ID | tasks reconcile ID --outcome …
+  taskbridge verify --upstream URL|--upstream-cmd CMD [--config FILE] [--plan PLAN.yaml] [--json]   (the promotion gates)
   taskbridge report [--json]      (migration report: legacy clients still seen, tasks in flight, sunset)
   taskbridge demo
   taskbridge version | --version   (version, module, VCS revision, build date)
@@ -44,13 +45,23 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "taskbridge:", err)
-		os.Exit(1)
 	}
+	os.Exit(exitCode(err))
+}
+
+// exitCode is the process status for run's error: 0 for none or a help request, an
+// exitError's own code (verify: 2 for a usage error), else 1.
+func exitCode(err error) int {
+	var ee *exitError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	}
+	return 1
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -69,6 +80,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdConfig(ctx, args[1:], stdout, stderr)
 	case "tasks":
 		return cmdTasks(ctx, args[1:], stdout, stderr)
+	case "verify":
+		return cmdVerify(ctx, args[1:], stdout, stderr)
 	case "report":
 		return cmdReport(ctx, args[1:], stdout, stderr)
 	case "demo":

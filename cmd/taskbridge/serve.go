@@ -24,6 +24,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/ops"
 	"github.com/taskbridge/taskbridge/internal/reload"
 	"github.com/taskbridge/taskbridge/sep2663"
+	"github.com/taskbridge/taskbridge/store"
 )
 
 // cmdServe runs the bridge. Every setting comes from internal/config: flags, TASKBRIDGE_*
@@ -99,37 +100,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// One work gate for every route (bridge/internal/gate): its policy is one value,
 	// replaced as a whole by gate.SetPolicy.
 	gate := bridge.NewGate(bridge.GateConfig{Draining: drain.Draining, Metrics: m, Policy: gatePolicy(cfg)})
-	bcfg := forward.Config{
-		Store:         st,
-		Upstream:      upstream,
-		Logger:        log,
-		MaxTTLMs:      cfg.MaxTTL.Milliseconds(),
-		PollFloorMs:   cfg.PollFloorMs,
-		PollCeilMs:    cfg.PollCeilMs,
-		Heartbeat:     cfg.Heartbeat,
-		ListPageSize:  cfg.ListPageSize,
-		CreateTimeout: cfg.CreateTimeout,
-		StatusTimeout: cfg.StatusTimeout,
-		CancelTimeout: cfg.CancelTimeout,
-		InputTimeout:  cfg.InputTimeout,
-		MaxBodyBytes:  cfg.MaxBody,
-		Metrics:       m,
-		Gate:          gate,
-
-		MaxResultBytes:  cfg.MaxResultBytes,
-		PollFaultBudget: cfg.PollFaultBudget,
-		AuditRetention:  cfg.AuditRetention,
-		PurgeInterval:   cfg.PurgeInterval,
-		HostAllow:       cfg.HostAllow,
-		HostDeny:        cfg.HostDeny,
-		NoHosting:       cfg.NoHosting,
-		HostWorkers:     cfg.HostWorkers,
-
-		MaxReplayBytes:      cfg.MaxReplayBytes,
-		MaxSessionInfoBytes: cfg.MaxSessionInfoBytes,
-		SessionRetention:    cfg.ReportWindow,
-		AccessLog:           plog.AccessLog,
-	}
+	bcfg := forwardConfig(cfg, st, upstream, log, m, gate, plog.AccessLog)
 	if bcfg.ToolTaskSupport, err = parseToolTaskSupport(cfg.ToolTaskSupport); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -145,14 +116,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case eraLegacy:
 		log.Info().Str("upstream", up.describe()).Msg("upstream speaks MCP 2025-11-25 (server/discover refused): reverse route for 2026-07-28 clients, pass-through for 2025-11-25 clients")
 		hc, h := upstreamHTTP(cfg, m, tl)
-		rb, err := newReverseFromConfig(ctx, bridge.ReverseConfig{
-			Store: st, Logger: log, PollFloorMs: cfg.PollFloorMs, PollCeilMs: cfg.PollCeilMs,
-			CreateTimeout: cfg.CreateTimeout, StatusTimeout: cfg.StatusTimeout, CancelTimeout: cfg.CancelTimeout,
-			InputTimeout: cfg.InputTimeout, MaxBodyBytes: cfg.MaxBody, Gate: gate,
-			MaxReplayBytes: cfg.MaxReplayBytes, MaxSessionInfoBytes: cfg.MaxSessionInfoBytes,
-			SessionRetention: cfg.ReportWindow, PurgeInterval: cfg.PurgeInterval,
-			MaxResultBytes: cfg.MaxResultBytes, AuditRetention: cfg.AuditRetention,
-		}, up.url, h, hc)
+		rb, err := newReverseFromConfig(ctx, reverseConfig(cfg, st, log, gate), up.url, h, hc)
 		if err != nil {
 			return fmt.Errorf("serve: legacy upstream %s: %w", up.describe(), err)
 		}
@@ -214,6 +178,55 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		warnPlainHTTP(log, "admin", admin, tl.admin)
 	}
 	return s.serve(ctx, ln, admin, m)
+}
+
+// forwardConfig is the forward route's share of the configuration (serve and verify build
+// the same bridge from it).
+func forwardConfig(cfg *config.Config, st store.Store, upstream *sep2663.Client, log zerolog.Logger, m *metrics.Metrics, gate *bridge.Gate, accessLog func() bool) forward.Config {
+	return forward.Config{
+		Store:         st,
+		Upstream:      upstream,
+		Logger:        log,
+		MaxTTLMs:      cfg.MaxTTL.Milliseconds(),
+		PollFloorMs:   cfg.PollFloorMs,
+		PollCeilMs:    cfg.PollCeilMs,
+		Heartbeat:     cfg.Heartbeat,
+		ListPageSize:  cfg.ListPageSize,
+		CreateTimeout: cfg.CreateTimeout,
+		StatusTimeout: cfg.StatusTimeout,
+		CancelTimeout: cfg.CancelTimeout,
+		InputTimeout:  cfg.InputTimeout,
+		MaxBodyBytes:  cfg.MaxBody,
+		Metrics:       m,
+		Gate:          gate,
+
+		MaxResultBytes:  cfg.MaxResultBytes,
+		PollFaultBudget: cfg.PollFaultBudget,
+		AuditRetention:  cfg.AuditRetention,
+		PurgeInterval:   cfg.PurgeInterval,
+		HostAllow:       cfg.HostAllow,
+		HostDeny:        cfg.HostDeny,
+		NoHosting:       cfg.NoHosting,
+		HostWorkers:     cfg.HostWorkers,
+
+		MaxReplayBytes:      cfg.MaxReplayBytes,
+		MaxSessionInfoBytes: cfg.MaxSessionInfoBytes,
+		SessionRetention:    cfg.ReportWindow,
+		AccessLog:           accessLog,
+	}
+}
+
+// reverseConfig is the reverse route's share of the configuration (the upstream client is
+// added by newReverseFromConfig).
+func reverseConfig(cfg *config.Config, st store.Store, log zerolog.Logger, gate *bridge.Gate) bridge.ReverseConfig {
+	return bridge.ReverseConfig{
+		Store: st, Logger: log, PollFloorMs: cfg.PollFloorMs, PollCeilMs: cfg.PollCeilMs,
+		CreateTimeout: cfg.CreateTimeout, StatusTimeout: cfg.StatusTimeout, CancelTimeout: cfg.CancelTimeout,
+		InputTimeout: cfg.InputTimeout, MaxBodyBytes: cfg.MaxBody, Gate: gate,
+		MaxReplayBytes: cfg.MaxReplayBytes, MaxSessionInfoBytes: cfg.MaxSessionInfoBytes,
+		SessionRetention: cfg.ReportWindow, PurgeInterval: cfg.PurgeInterval,
+		MaxResultBytes: cfg.MaxResultBytes, AuditRetention: cfg.AuditRetention,
+	}
 }
 
 // doorConfig is the front door's share of the configuration: authentication, origins,
