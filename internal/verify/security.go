@@ -146,11 +146,9 @@ func securityGate(ctx context.Context, r *run) {
 	})
 }
 
-// modernIsolation: principal 2 asks for principal 1's 2026-07-28 task. On the modern
-// pass-through the bridge keeps no task records: the ids are the upstream's bearer
-// handles (SEP-2663: unguessable; the binding to an authorization context is the
-// server's), and the bridge reaches the upstream with its own credential, so it cannot
-// bind them; the check says so instead of passing.
+// modernIsolation: principal 2 asks for principal 1's 2026-07-28 task. The modern
+// pass-through records each task's owner in the store (bridge/passthrough), so another
+// principal's id must answer exactly like an unknown one and never reach the upstream.
 func (r *run) modernIsolation(ctx context.Context, t Tool) (Result, string) {
 	ma := newModernClient(r.url, r.hc, r.who[0].header)
 	mb := newModernClient(r.url, r.hc, r.who[1].header)
@@ -169,7 +167,7 @@ func (r *run) modernIsolation(ctx context.Context, t Tool) (Result, string) {
 		if r.authn == nil {
 			return Skipped, "no authentication: 2026-07-28 tasks are the upstream's bearer handles"
 		}
-		return Skipped, "2026-07-28 pass-through: task ids are the upstream's bearer handles (unguessable, 128-bit at the bridge's other routes); the bridge forwards with its own credential, so the upstream cannot bind them to " + r.who[0].name
+		return Fail, "tasks/get by " + r.who[1].name + " of " + r.who[0].name + "'s 2026-07-28 task answered a task"
 	}
 	if !sameError(errTheirs, errNone) {
 		return Fail, fmt.Sprintf("another principal's task answers %v, an unknown id %v", errTheirs, errNone)
