@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -204,8 +203,12 @@ func (b *body) release(reuse bool) {
 	}
 }
 
-// isTimeout reports a deadline error of a connection.
+// isTimeout reports a deadline error of a connection: a net.Error's, or fasthttp's
+// ErrTimeout, which the header parser returns for any timeout and which has Timeout but
+// not Temporary (so it is no net.Error). When the connection's deadline, which is the
+// context's, fires before the context's own timer has marked it done, this is what tells
+// the two apart from an upstream failure.
 func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
+	var te interface{ Timeout() bool }
+	return errors.As(err, &te) && te.Timeout()
 }

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
 	"go.uber.org/goleak"
 )
 
@@ -522,4 +523,19 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 func mustReadAll(r io.Reader) []byte {
 	b, _ := io.ReadAll(r)
 	return b
+}
+
+// TestTimeoutFromTheParser: when the connection's deadline (the context's) fires a moment
+// before the context's own timer, the error comes from fasthttp's header parser as its
+// ErrTimeout, which is no net.Error; it must still read as the context's deadline.
+func TestTimeoutFromTheParser(t *testing.T) {
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(time.Hour))
+	defer cancel()
+	b := &body{ctx: ctx}
+	if err := b.cause(fasthttp.ErrTimeout); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("cause(fasthttp.ErrTimeout) = %v, want context.DeadlineExceeded", err)
+	}
+	if err := b.cause(io.ErrUnexpectedEOF); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("cause(io.ErrUnexpectedEOF) = %v", err)
+	}
 }
