@@ -29,6 +29,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/taskbridge/taskbridge/internal/hop"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/redact"
 	"github.com/taskbridge/taskbridge/internal/sse"
@@ -76,10 +77,7 @@ type Client struct {
 func NewClient(o ClientOptions) *Client {
 	hc := o.HTTPClient
 	if hc == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConns = 64
-		tr.MaxIdleConnsPerHost = 64
-		hc = &http.Client{Transport: tr}
+		hc = &http.Client{Transport: hop.NewTransport(hop.Options{MaxIdleConnsPerHost: 64})}
 	}
 	if o.ClientInfo.Name == "" {
 		o.ClientInfo = Implementation{Name: "taskbridge", Version: "dev"}

@@ -20,6 +20,7 @@ import (
 	"github.com/taskbridge/taskbridge/bridge/forward"
 	"github.com/taskbridge/taskbridge/internal/auth"
 	"github.com/taskbridge/taskbridge/internal/config"
+	"github.com/taskbridge/taskbridge/internal/hop"
 	"github.com/taskbridge/taskbridge/internal/metrics"
 	"github.com/taskbridge/taskbridge/internal/ops"
 	"github.com/taskbridge/taskbridge/internal/reload"
@@ -252,11 +253,8 @@ func openUpstream(up upstreamFlags, cfg *config.Config, m *metrics.Metrics, tl *
 // upstreamHTTP is the HTTP client (instrumented transport, the upstream_ca/upstream_cert
 // TLS) and the configured Authorization header for an HTTP upstream of either era.
 func upstreamHTTP(cfg *config.Config, m *metrics.Metrics, tl *tlsSet) (*http.Client, http.Header) {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConns, t.MaxIdleConnsPerHost, t.IdleConnTimeout = 1024, 256, 90*time.Second // design §10
-	if tc := tl.upstreamConfig(); tc != nil {
-		t.TLSClientConfig = tc
-	}
+	// internal/hop: fasthttp's HTTP/1.1 on the caller's goroutine; 256 idle per host (design §10).
+	t := hop.NewTransport(hop.Options{TLSClientConfig: tl.upstreamConfig()})
 	var h http.Header
 	if cfg.UpstreamAuthorization != "" {
 		h = http.Header{"Authorization": {cfg.UpstreamAuthorization}}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,22 +18,30 @@ import (
 	"github.com/taskbridge/taskbridge/store/sqlite"
 )
 
-// passthrough: direct vs bridge (vs nginx) on a trivial synchronous tools/call.
+// passthrough: direct vs bridge vs the reference proxies (nginx, Caddy, a tuned
+// httputil.ReverseProxy) on a trivial synchronous tools/call, all in one run: every round
+// measures every path in turn, so a change in the machine's load hits all of them alike.
 func passthrough(ctx context.Context, o options, dir string) error {
-	fmt.Println("1. pass-through: tools/call echo (synchronous), direct vs through the bridge")
+	fmt.Println("1. pass-through: tools/call echo (synchronous), direct vs through the bridge and the reference proxies")
 	fx, err := startFixture(ctx, o.fixtureBin)
 	if err != nil {
 		return err
 	}
 	defer fx.stop()
 	upURL := fx.url
-	br, err := startBridge(ctx, o.bin, upURL, "sqlite:"+filepath.Join(dir, "pt.db"))
+	var extra []string
+	if o.profile != "" {
+		extra = []string{"--admin", "127.0.0.1:0"}
+	}
+	br, err := startBridge(ctx, o.bin, upURL, "sqlite:"+filepath.Join(dir, "pt.db"), extra...)
 	if err != nil {
 		return err
 	}
 	defer br.stop()
-	ngURL, ngStop := startNginx(o.nginx, dir, upURL)
-	defer ngStop()
+	proxies := startProxies(ctx, o, dir, upURL)
+	for _, p := range proxies {
+		defer p.stop()
+	}
 	sids := make([]string, 32)
 	for i := range sids {
 		if sids[i], err = legacySession(ctx, br.url); err != nil {
@@ -43,42 +49,24 @@ func passthrough(ctx context.Context, o options, dir string) error {
 		}
 	}
 	fmt.Printf("   %-5s %-7s %9s %9s %10s   %s\n", "conc", "path", "p50", "p99", "req/s", "vs direct")
+	table := map[int]map[string]stats{}
 	for _, conc := range []int{1, 8, 32} {
 		client := newHTTPClient(conc)
-		paths := []struct {
-			name string
-			w    func(i int) (func() error, error)
-		}{
+		paths := []benchPath{
 			{"direct", func(int) (func() error, error) { return directPoster(client, upURL), nil }},
 			{"bridge", func(i int) (func() error, error) { return bridgePoster(client, br.url, sids[i], echoLegacy), nil }},
 		}
-		if ngURL != "" {
-			paths = append(paths, struct {
-				name string
-				w    func(i int) (func() error, error)
-			}{"nginx", func(int) (func() error, error) { return directPoster(client, ngURL), nil }})
+		for _, p := range proxies {
+			paths = append(paths, benchPath{p.name, func(int) (func() error, error) { return directPoster(client, p.url), nil }})
 		}
-		res := map[string][]stats{}
-		for _, p := range paths { // warm-up
-			if _, err := load(ctx, conc, 300*time.Millisecond, p.w); err != nil {
-				return err
-			}
+		res, err := measure(ctx, o, conc, paths)
+		if err != nil {
+			return err
 		}
-		for range o.rounds {
-			for _, p := range paths {
-				s, err := load(ctx, conc, o.duration, p.w)
-				if err != nil {
-					return err
-				}
-				if s.errs > 0 {
-					return fmt.Errorf("%s at %d clients: %d errors", p.name, conc, s.errs)
-				}
-				res[p.name] = append(res[p.name], s)
-			}
-		}
-		d := summarize(res["direct"])
+		table[conc] = res
+		d := res["direct"]
 		for _, p := range paths {
-			s := summarize(res[p.name])
+			s := res[p.name]
 			cmp := ""
 			if p.name != "direct" {
 				cmp = fmt.Sprintf("+%s p50, +%s p99, throughput ×%.2f", us(s.p50-d.p50), us(s.p99-d.p99), s.rps/d.rps)
@@ -86,7 +74,67 @@ func passthrough(ctx context.Context, o options, dir string) error {
 			fmt.Printf("   %-5d %-7s %9s %9s %10.0f   %s\n", conc, p.name, us(s.p50), us(s.p99), s.rps, cmp)
 		}
 	}
+	printRatios(table, proxies)
+	if o.profile != "" {
+		return profileBridge(ctx, o, br, sids)
+	}
 	return nil
+}
+
+// benchPath is one way to the upstream: direct, through the bridge, or through a proxy.
+type benchPath struct {
+	name string
+	w    func(i int) (func() error, error)
+}
+
+// measure runs a warm-up and then o.rounds rounds of every path at conc clients, and
+// returns each path's medians.
+func measure(ctx context.Context, o options, conc int, paths []benchPath) (map[string]stats, error) {
+	all := map[string][]stats{}
+	for _, p := range paths { // warm-up
+		if _, err := load(ctx, conc, 300*time.Millisecond, p.w); err != nil {
+			return nil, err
+		}
+	}
+	for range o.rounds {
+		for _, p := range paths {
+			s, err := load(ctx, conc, o.duration, p.w)
+			if err != nil {
+				return nil, err
+			}
+			if s.errs > 0 {
+				return nil, fmt.Errorf("%s at %d clients: %d errors", p.name, conc, s.errs)
+			}
+			all[p.name] = append(all[p.name], s)
+		}
+	}
+	res := map[string]stats{}
+	for name, rs := range all {
+		res[name] = summarize(rs)
+	}
+	return res, nil
+}
+
+// printRatios compares the bridge with each reference proxy on the two figures the targets
+// name: the p50 a hop adds at 1 client, and the share of direct throughput it keeps at 32
+// clients (docs/benchmarks.md: added p50 ≤ 2× nginx's and < ½ Caddy's; throughput share
+// ≥ 0.85× nginx's and > 2× Caddy's).
+func printRatios(table map[int]map[string]stats, proxies []proxy) {
+	one, many := table[1], table[32]
+	if one == nil || many == nil {
+		return
+	}
+	added := func(name string) time.Duration { return one[name].p50 - one["direct"].p50 }
+	share := func(name string) float64 { return many[name].rps / many["direct"].rps }
+	fmt.Println("   bridge against each reference proxy (added p50 at 1 client; share of direct throughput at 32 clients):")
+	for _, p := range proxies {
+		ratio := "n/a (the proxy added nothing measurable)"
+		if a := added(p.name); a > 0 {
+			ratio = fmt.Sprintf("×%.2f", float64(added("bridge"))/float64(a))
+		}
+		fmt.Printf("   %-7s added p50 %s vs bridge %s: bridge %s; throughput share %.2f vs bridge %.2f: bridge ×%.2f\n",
+			p.name, us(added(p.name)), us(added("bridge")), ratio, share(p.name), share("bridge"), share("bridge")/share(p.name))
+	}
 }
 
 // summarize takes the median of each figure over rounds.
@@ -107,43 +155,6 @@ func summarize(rs []stats) stats {
 			}
 			return 0
 		})}
-}
-
-// startNginx runs nginx as a tuned reverse proxy to upURL (1 worker, upstream keep-alive
-// 64, no buffering); "" when nginx is not installed.
-func startNginx(bin, dir, upURL string) (string, func()) {
-	if _, err := os.Stat(bin); err != nil {
-		fmt.Println("   (nginx not installed: reference proxy skipped; apt-get install nginx-light)")
-		return "", func() {}
-	}
-	port := freePort()
-	up := upURL[len("http://") : len(upURL)-len("/mcp")]
-	nd := filepath.Join(dir, "nginx")
-	os.MkdirAll(nd, 0o755)
-	conf := fmt.Sprintf(`worker_processes 1; daemon off; pid %[1]s/nginx.pid; error_log %[1]s/error.log;
-events { worker_connections 4096; }
-http { access_log off; client_body_temp_path %[1]s/body; proxy_temp_path %[1]s/proxy;
-  fastcgi_temp_path %[1]s/fcgi; uwsgi_temp_path %[1]s/uwsgi; scgi_temp_path %[1]s/scgi;
-  upstream up { server %[2]s; keepalive 64; }
-  server { listen 127.0.0.1:%[3]d; location / { proxy_pass http://up; proxy_http_version 1.1;
-    proxy_set_header Connection ""; proxy_buffering off; proxy_request_buffering off; } } }
-`, nd, up, port)
-	cf := filepath.Join(nd, "nginx.conf")
-	os.WriteFile(cf, []byte(conf), 0o644)
-	cmd := exec.Command(bin, "-c", cf, "-p", nd)
-	if err := cmd.Start(); err != nil {
-		fmt.Println("   (nginx failed to start:", err, ")")
-		return "", func() {}
-	}
-	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
-	for i := 0; i < 50; i++ {
-		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-			c.Close()
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return url, func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }
 }
 
 func freePort() int {

@@ -91,8 +91,9 @@ func (f *fixtureProc) stop() { (&bridgeProc{cmd: f.cmd}).stop() }
 
 // bridgeProc is a running "taskbridge serve" child.
 type bridgeProc struct {
-	url string
-	cmd *exec.Cmd
+	url   string
+	admin string // the admin listener's base URL, when one was asked for
+	cmd   *exec.Cmd
 }
 
 // startBridge runs "taskbridge serve" and takes its URL from the start-up event, the JSON
@@ -119,7 +120,7 @@ func startBridge(ctx context.Context, bin, upstream, storeSpec string, extra ...
 		}
 		if gjson.Get(line, "message").Str == "taskbridge listening" {
 			go io.Copy(os.Stderr, r)
-			return &bridgeProc{url: gjson.Get(line, "mcp").Str, cmd: cmd}, nil
+			return &bridgeProc{url: gjson.Get(line, "mcp").Str, admin: gjson.Get(line, "admin").Str, cmd: cmd}, nil
 		}
 		os.Stderr.WriteString(line)
 	}
