@@ -183,16 +183,18 @@ type Door struct {
 	origins originPolicy
 	limit   atomic.Pointer[rateLimiter] // nil: no rate limit
 	authn   atomic.Pointer[authBox]     // never nil after NewDoor; a nil authenticator in it: no auth
-	ep      endpoints
-	wsConns atomic.Uint64 // numbers WebSocket connections (their rate key without auth)
+	engine  Engine                      // its endpoints are read per request (a Router replaces them)
+	wsConns atomic.Uint64               // numbers WebSocket connections (their rate key without auth)
 }
 
 // NewDoor returns the door in front of e's routes. It fails for an engine whose routes
-// are not in the dispatch table.
+// are not in the dispatch table. A Router may have none yet (it has not reached its
+// upstream): the door then answers the retry error until it has.
 func NewDoor(cfg DoorConfig, e Engine) (*Door, error) {
-	ep := e.endpoints()
-	if !inTable(ep.legacyRoute, eraLegacy) || !inTable(ep.modernRoute, eraModern) || ep.legacy == nil || ep.modern == nil {
-		return nil, fmt.Errorf("bridge: the door has no dispatch entry for routes %q/%q", ep.legacyRoute, ep.modernRoute)
+	if ep := e.endpoints(); !ep.none() || !isLive(e) {
+		if err := checkEndpoints(ep); err != nil {
+			return nil, err
+		}
 	}
 	defaults.Fill(&cfg.MaxBodyBytes, defaults.Defaults.MaxBodyBytes)
 	if cfg.BodyReadTimeout == 0 {
@@ -201,11 +203,27 @@ func NewDoor(cfg DoorConfig, e Engine) (*Door, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	d := &Door{cfg: cfg, log: cfg.Logger, origins: newOriginPolicy(cfg.AllowedOrigins), ep: ep}
+	d := &Door{cfg: cfg, log: cfg.Logger, origins: newOriginPolicy(cfg.AllowedOrigins), engine: e}
 	d.limit.Store(newRateLimiter(cfg.RequestRate, cfg.RequestBurst, cfg.Now, cfg.Tokens))
 	d.authn.Store(&authBox{cfg.Auth})
 	return d, nil
 }
+
+// checkEndpoints refuses routes that are not in the dispatch table for their client era.
+func checkEndpoints(ep endpoints) error {
+	if !inTable(ep.legacyRoute, eraLegacy) || !inTable(ep.modernRoute, eraModern) || ep.legacy == nil || ep.modern == nil {
+		return fmt.Errorf("bridge: the door has no dispatch entry for routes %q/%q", ep.legacyRoute, ep.modernRoute)
+	}
+	return nil
+}
+
+// none reports whether ep names no route at all (a Router before its first probe).
+func (ep endpoints) none() bool {
+	return ep.legacy == nil && ep.modern == nil && ep.legacyRoute == "" && ep.modernRoute == ""
+}
+
+// isLive reports whether e chooses its routes at run time (a Router).
+func isLive(e Engine) bool { _, ok := e.(liveEngine); return ok }
 
 func inTable(r Route, era clientEra) bool {
 	return slices.ContainsFunc(dispatchTable, func(e dispatchEntry) bool { return e.route == r && e.era == era })
@@ -249,11 +267,54 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if body != nil {
 		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 	}
-	if era == eraModern {
-		d.ep.modern.ServeHTTP(w, r)
+	ep := d.endpoints(ctx)
+	if ep.none() {
+		notReached(w, r)
 		return
 	}
-	d.ep.legacy.ServeHTTP(w, r)
+	if era == eraModern {
+		ep.modern.ServeHTTP(w, r)
+		return
+	}
+	ep.legacy.ServeHTTP(w, r)
+}
+
+// firstProbeWait bounds how long a request that comes while the engine's first probe of
+// its upstream runs waits for it.
+const firstProbeWait = 5 * time.Second
+
+// liveEngine is an engine that chooses its routes at run time (a Router).
+type liveEngine interface {
+	Engine
+	Ready() <-chan struct{}
+	Settled() <-chan struct{}
+}
+
+// endpoints are the engine's routes for this request. Before a live engine's first probe
+// ended, the request waits for it (at most firstProbeWait), so a bridge that has just
+// started answers rather than refuse; after a failed probe it does not wait.
+func (d *Door) endpoints(ctx context.Context) endpoints {
+	ep := d.engine.endpoints()
+	live, ok := d.engine.(liveEngine)
+	if !ep.none() || !ok {
+		return ep
+	}
+	t := time.NewTimer(firstProbeWait)
+	defer t.Stop()
+	select {
+	case <-live.Ready():
+	case <-live.Settled():
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return d.engine.endpoints()
+}
+
+// notReached answers every request while the engine has no routes yet (a Router whose
+// first probe has not succeeded): HTTP 503, Retry-After, and -32010 saying to retry.
+func notReached(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Retry-After", "1")
+	refuse(w, r, http.StatusServiceUnavailable, errNotReachedYet)
 }
 
 // transportLimits applies what needs neither identity nor body; false when it answered.
@@ -391,7 +452,16 @@ func (d *Door) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error {
 	}
 	// The limiter is read per message: a reload that sets or lifts the rate applies here too.
 	ctx = legacy.WithAdmission(ctx, func(context.Context) error { return d.limit.Load().admit(key) })
-	return d.ep.legacy.ServeStdio(ctx, r, w, legacy.StdioOptions{MaxLineBytes: int(d.cfg.MaxBodyBytes)})
+	if live, ok := d.engine.(liveEngine); ok {
+		// One session per process, bound to one route: wait until there is one (the
+		// client's first message waits in the pipe meanwhile).
+		select {
+		case <-live.Ready():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return d.engine.endpoints().legacy.ServeStdio(ctx, r, w, legacy.StdioOptions{MaxLineBytes: int(d.cfg.MaxBodyBytes)})
 }
 
 // connAdmission is the per-message rate limit of a WebSocket connection: its principal's

@@ -22,6 +22,7 @@ import (
 	"github.com/taskbridge/taskbridge/bridge/internal/gate"
 	"github.com/taskbridge/taskbridge/bridge/passthrough"
 	"github.com/taskbridge/taskbridge/bridge/reverse"
+	"github.com/taskbridge/taskbridge/internal/metrics"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/store"
 )
@@ -94,6 +95,9 @@ type ReverseConfig struct {
 	// Gate is the work gate shared by every route of the process. Nil: one gate with an
 	// empty policy for both routes.
 	Gate *Gate
+	// Metrics counts what both routes record (nil: nothing), such as the standalone GET
+	// streams they open to upstream sessions.
+	Metrics *metrics.Metrics
 }
 
 // Reverse is the routes in front of a 2025-11-25 upstream: the reverse route (its methods
@@ -117,14 +121,14 @@ func NewReverse(cfg ReverseConfig) (*Reverse, error) {
 		PollFloorMs: cfg.PollFloorMs, PollCeilMs: cfg.PollCeilMs, CreateTimeout: cfg.CreateTimeout,
 		StatusTimeout: cfg.StatusTimeout, CancelTimeout: cfg.CancelTimeout, InputTimeout: cfg.InputTimeout,
 		InfoTTL: cfg.InfoTTL, MaxBodyBytes: cfg.MaxBodyBytes, Gate: cfg.Gate, MaxResultBytes: cfg.MaxResultBytes,
-		AuditRetention: cfg.AuditRetention, PurgeInterval: cfg.PurgeInterval})
+		AuditRetention: cfg.AuditRetention, PurgeInterval: cfg.PurgeInterval, Metrics: cfg.Metrics})
 	if err != nil {
 		return nil, err
 	}
 	pass, err := passthrough.NewLegacy(passthrough.LegacyConfig{Upstream: cfg.Upstream, Store: cfg.Store,
 		Logger: cfg.Logger, Now: cfg.Now, StatusTimeout: cfg.StatusTimeout, InputTimeout: cfg.InputTimeout,
 		MaxBodyBytes: cfg.MaxBodyBytes, MaxReplayBytes: cfg.MaxReplayBytes, MaxSessionInfoBytes: cfg.MaxSessionInfoBytes,
-		SessionRetention: cfg.SessionRetention, PurgeInterval: cfg.PurgeInterval, Gate: cfg.Gate})
+		SessionRetention: cfg.SessionRetention, PurgeInterval: cfg.PurgeInterval, Gate: cfg.Gate, Metrics: cfg.Metrics})
 	if err != nil {
 		return nil, err
 	}

@@ -4,13 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 
 	"github.com/tidwall/gjson"
 
-	"github.com/taskbridge/taskbridge/internal/jsonrpc"
-	"github.com/taskbridge/taskbridge/internal/upstream"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/sep2663"
 )
@@ -223,25 +220,6 @@ func LegacyClient(protocolVersion string) ClientManifest {
 // ModernClient is the manifest of a 2026-07-28 request with these capabilities.
 func ModernClient(caps sep2663.ClientCapabilities) ClientManifest {
 	return ClientManifest{Era: EraModern, Version: sep2663.ProtocolVersion, Tasks: caps.HasExtension(sep2663.ExtensionTasks)}
-}
-
-// DiscoverMeansLegacy classifies a server/discover failure per 2026-07-28's era detection: a
-// JSON-RPC error that is not a modern one (-32020, -32021, -32022), or an HTTP 400/404/405
-// without a JSON-RPC body, means a legacy server (go on with initialize). A transport
-// failure (no answer at all) or anything else says nothing about the era: false.
-func DiscoverMeansLegacy(err error) bool {
-	var je *jsonrpc.Error
-	if errors.As(err, &je) {
-		return !slices.Contains([]int64{jsonrpc.CodeHeaderMismatch, jsonrpc.CodeMissingCapability, jsonrpc.CodeUnsupportedVersion}, je.Code)
-	}
-	var ue *upstream.Error
-	if errors.As(err, &ue) {
-		switch ue.Status {
-		case 400, 404, 405:
-			return true
-		}
-	}
-	return false
 }
 
 func nonNil(s []string) []string {

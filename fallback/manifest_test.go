@@ -93,6 +93,11 @@ func TestDiscoverMeansLegacy(t *testing.T) {
 		{"TS v1 not initialized", jsonrpc.NewError(-32000, "Bad Request: Server not initialized"), true},
 		{"modern header mismatch", jsonrpc.NewError(jsonrpc.CodeHeaderMismatch, "x"), false},
 		{"modern unsupported version", jsonrpc.NewError(jsonrpc.CodeUnsupportedVersion, "x"), false},
+		{"-32022 listing 2026-07-28", jsonrpc.NewError(jsonrpc.CodeUnsupportedVersion, "x").
+			WithData(map[string]any{"supported": []string{"2026-07-28"}, "requested": "2027-01-01"}), false},
+		// mcp-go's legacy-only mode: a dual-era server configured without 2026-07-28.
+		{"-32022 listing only 2025 revisions", jsonrpc.NewError(jsonrpc.CodeUnsupportedVersion, "x").
+			WithData(map[string]any{"supported": []string{"2025-11-25", "2025-06-18"}, "requested": "2026-07-28"}), true},
 		{"404 without body", &upstream.Error{Status: 404, Err: errors.New("no body")}, true},
 		{"405", &upstream.Error{Status: 405, Err: errors.New("x")}, true},
 		{"connection refused", &upstream.Error{Err: errors.New("connection refused")}, false},

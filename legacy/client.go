@@ -59,6 +59,14 @@ type ClientOptions struct {
 	Header http.Header
 	// MaxMessageBytes caps one response or SSE event (default 16 MiB).
 	MaxMessageBytes int64
+	// OnError, when set, is told of every failed request (method and error; initialize
+	// included): the era router watches for answers that no longer match the upstream's
+	// recorded faces. It must not block.
+	OnError func(method string, err error)
+	// Transport, when set, carries every message instead of Streamable HTTP: a child
+	// process over stdio (transport.go). URL, HTTPClient and Header are then unused, and
+	// every session opened is the child's one session, shared (UpstreamSession.Shared).
+	Transport *StdioTransport
 }
 
 // Client opens sessions to one legacy upstream. It holds no session itself; see Session
@@ -71,6 +79,8 @@ type Client struct {
 	caps   json.RawMessage
 	header http.Header
 	max    int64
+	tr     *StdioTransport // nil: Streamable HTTP
+	onErr  func(method string, err error)
 }
 
 // NewClient returns a Client for o.URL.
@@ -88,7 +98,11 @@ func NewClient(o ClientOptions) *Client {
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = 16 << 20
 	}
-	return &Client{url: o.URL, shown: redact.URL(o.URL), http: hc, info: o.ClientInfo, caps: o.Capabilities, header: o.Header, max: o.MaxMessageBytes}
+	c := &Client{url: o.URL, shown: redact.URL(o.URL), http: hc, info: o.ClientInfo, caps: o.Capabilities, header: o.Header, max: o.MaxMessageBytes, tr: o.Transport, onErr: o.OnError}
+	if c.tr != nil && c.url == "" {
+		c.url, c.shown = c.tr.Name(), c.tr.Name()
+	}
+	return c
 }
 
 // URL returns the upstream endpoint in its redacted form (no userinfo, no query): what
@@ -122,6 +136,7 @@ type UpstreamSession struct {
 	nextID  atomic.Int64
 	gone    atomic.Bool
 	handler sync.WaitGroup // RequestHandler goroutines
+	gen     uint64         // over a StdioTransport: the child generation it belongs to
 }
 
 // Connect opens a session with the Client's own identity and capabilities: initialize,
@@ -132,7 +147,13 @@ func (c *Client) Connect(ctx context.Context) (*UpstreamSession, error) {
 
 // ConnectAs opens a session presenting p (pass-through: a legacy client's own
 // initialize params, so the upstream sees its real capabilities and clientInfo).
+//
+// Over a StdioTransport the child has one session, initialized once per child run with the
+// Client's own identity; p is then not sent, and the session returned is shared.
 func (c *Client) ConnectAs(ctx context.Context, p InitializeParams) (*UpstreamSession, error) {
+	if c.tr != nil {
+		return c.tr.session(ctx, c)
+	}
 	s := &UpstreamSession{c: c}
 	if len(p.Capabilities) == 0 {
 		p.Capabilities = json.RawMessage(`{}`)
@@ -171,8 +192,15 @@ func (s *UpstreamSession) InitializeResult() (InitializeResult, json.RawMessage)
 	return s.init, s.initRaw
 }
 
-// Gone reports whether the server dropped this session (a request got 404).
-func (s *UpstreamSession) Gone() bool { return s.gone.Load() }
+// Gone reports whether the server dropped this session (a request got 404, or the stdio
+// child it lived in exited).
+func (s *UpstreamSession) Gone() bool {
+	return s.gone.Load() || (s.c.tr != nil && s.c.tr.Generation() != s.gen)
+}
+
+// Shared reports whether other callers use the same server-side session (a stdio child has
+// only one): its tasks, notifications and server requests are not this caller's alone.
+func (s *UpstreamSession) Shared() bool { return s.c.tr != nil }
 
 // Call sends one request and returns its result. A JSON-RPC error reply is returned as a
 // *jsonrpc.Error; a transport failure as *upstream.Error (wrapping ErrSessionGone on 404).
@@ -184,6 +212,9 @@ func (s *UpstreamSession) Call(ctx context.Context, method string, params json.R
 
 // Notify sends a notification.
 func (s *UpstreamSession) Notify(ctx context.Context, method string, params json.RawMessage) error {
+	if s.c.tr != nil {
+		return s.c.tr.notify(ctx, s, method, params)
+	}
 	msg := &jsonrpc.Message{JSONRPC: jsonrpc.Version, Method: method, Params: params}
 	resp, err := s.post(ctx, msg)
 	if err != nil {
@@ -196,7 +227,7 @@ func (s *UpstreamSession) Notify(ctx context.Context, method string, params json
 // Close ends the session with DELETE (best effort) and waits for running handlers.
 func (s *UpstreamSession) Close(ctx context.Context) error {
 	s.gone.Store(true)
-	if s.id != "" {
+	if s.id != "" && s.c.tr == nil {
 		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, s.c.url, nil)
 		if err == nil {
 			s.headers(req.Header)
@@ -263,6 +294,18 @@ func (s *UpstreamSession) checkAccepted(resp *http.Response, method string) erro
 // roundTrip sends a request and reads its reply (JSON or SSE), returning the result and
 // the response headers.
 func (s *UpstreamSession) roundTrip(ctx context.Context, method string, params json.RawMessage, o CallOptions) (json.RawMessage, http.Header, error) {
+	res, h, err := s.exchange(ctx, method, params, o)
+	if err != nil && s.c.onErr != nil {
+		s.c.onErr(method, err)
+	}
+	return res, h, err
+}
+
+func (s *UpstreamSession) exchange(ctx context.Context, method string, params json.RawMessage, o CallOptions) (json.RawMessage, http.Header, error) {
+	if s.c.tr != nil {
+		res, err := s.c.tr.call(ctx, s, method, params, o)
+		return res, nil, err
+	}
 	id := jsonrpc.IntID(s.nextID.Add(1))
 	msg := &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: id, Method: method, Params: params}
 	resp, err := s.post(ctx, msg)
@@ -425,6 +468,7 @@ type Pool struct {
 	m  map[string]*poolEntry
 	// closed refuses new sessions after Close.
 	closed bool
+	onOpen func(key string, s *UpstreamSession)
 }
 
 type poolEntry struct {
@@ -435,6 +479,15 @@ type poolEntry struct {
 
 // NewPool returns an empty pool over c.
 func NewPool(c *Client) *Pool { return &Pool{c: c, m: map[string]*poolEntry{}} }
+
+// OnOpen sets a function called with every session the pool opens from now on (the route
+// starts what a session needs, such as its standalone stream, and ends it when the session
+// is gone or closed).
+func (p *Pool) OnOpen(f func(key string, s *UpstreamSession)) {
+	p.mu.Lock()
+	p.onOpen = f
+	p.mu.Unlock()
+}
 
 // Client returns the pool's client.
 func (p *Pool) Client() *Client { return p.c }
@@ -458,6 +511,12 @@ func (p *Pool) Get(ctx context.Context, key string) (*UpstreamSession, error) {
 			if e.err != nil {
 				p.forget(key, e)
 				return nil, e.err
+			}
+			p.mu.Lock()
+			onOpen := p.onOpen
+			p.mu.Unlock()
+			if onOpen != nil {
+				onOpen(key, e.s)
 			}
 			return e.s, nil
 		}

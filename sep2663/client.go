@@ -32,6 +32,10 @@ type ClientOptions struct {
 	// Transport, when set, carries every message instead of HTTP (URL, HTTPClient and
 	// Header are then unused; URL defaults to Transport.Name() in errors). See stdio.go.
 	Transport Transport
+	// OnError, when set, is told of every failed Call (method and error) before it
+	// returns: the era router watches for answers that no longer match the upstream's
+	// recorded faces. It must not block.
+	OnError func(method string, err error)
 }
 
 // Transport carries framed JSON-RPC messages to an upstream reached by other means than
@@ -63,6 +67,7 @@ type Client struct {
 	info   Implementation
 	header http.Header
 	tr     Transport // nil: Streamable HTTP
+	onErr  func(method string, err error)
 	nextID atomic.Int64
 }
 
@@ -76,7 +81,7 @@ var defaultHTTPClient = sync.OnceValue(func() *http.Client {
 
 // NewClient returns a client for o.URL.
 func NewClient(o ClientOptions) *Client {
-	c := &Client{url: o.URL, http: o.HTTPClient, info: o.ClientInfo, header: o.Header.Clone(), tr: o.Transport}
+	c := &Client{url: o.URL, http: o.HTTPClient, info: o.ClientInfo, header: o.Header.Clone(), tr: o.Transport, onErr: o.OnError}
 	if c.tr != nil && c.url == "" {
 		c.url = c.tr.Name()
 	}
@@ -120,6 +125,15 @@ func (c *Client) upstreamErr(method string, status int, err error) *upstream.Err
 // unchanged; every other failure as *upstream.Error. Notifications on an SSE reply stream go
 // to onMessage (may be nil), in order, on the calling goroutine.
 func (c *Client) Call(ctx context.Context, method string, params json.RawMessage, meta RequestMeta,
+	onMessage func(*jsonrpc.Message)) (json.RawMessage, error) {
+	res, err := c.call(ctx, method, params, meta, onMessage)
+	if err != nil && c.onErr != nil {
+		c.onErr(method, err)
+	}
+	return res, err
+}
+
+func (c *Client) call(ctx context.Context, method string, params json.RawMessage, meta RequestMeta,
 	onMessage func(*jsonrpc.Message)) (json.RawMessage, error) {
 	params, err := c.withEnvelope(params, meta)
 	if err != nil {

@@ -1,58 +1,39 @@
 package sep2663
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"os"
-	"os/exec"
-	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/tidwall/gjson"
 
+	"github.com/taskbridge/taskbridge/internal/child"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 )
 
 // StdioTransport runs the upstream as a child process and speaks newline-delimited
-// JSON-RPC on its stdin/stdout (2026-07-28 §Transports/stdio). It restarts the child with
-// exponential backoff when it dies; calls in flight at that moment fail with
-// ErrChildExited (the Client wraps it in *upstream.Error), and tasks that lived in the old
-// child are found lost by the next tasks/get (-32602), which the bridge reports as an
-// unknown outcome. Close shuts the child down the way the spec says: close stdin, wait,
-// SIGTERM, wait, SIGKILL.
+// JSON-RPC on its stdin/stdout (2026-07-28 §Transports/stdio). The process itself — start,
+// restart with backoff when it dies, the shutdown sequence (close stdin, wait, SIGTERM,
+// wait, SIGKILL), wire ids and routing — is internal/child's Proc, which a legacy client
+// may share (a dual-era child); this type adapts it to the Client's Transport. Calls in
+// flight when the child dies fail with ErrChildExited (the Client wraps it in
+// *upstream.Error), and tasks that lived in the old child are found lost by the next
+// tasks/get (-32602), which the bridge reports as an unknown outcome.
 //
 // Routing: a response goes to the call with its id; a notification that carries
 // _meta["io.modelcontextprotocol/subscriptionId"] goes to the call (a subscriptions/listen)
-// with that id; other notifications are dropped (progress is not used for tasks in
-// 2026-07-28); a request from the server (forbidden in 2026-07-28) is answered -32601.
-// When a call's ctx ends, the child gets notifications/cancelled for it: on stdio that is
-// how a listen (or any request) is cancelled.
+// with that id; other notifications are not this client's; a request from the server
+// (2026-07-28 servers send none) is answered -32601. When a call's ctx ends, the child gets
+// notifications/cancelled for it: on stdio that is how a listen (or any request) is
+// cancelled.
 //
-// Concurrency: safe for concurrent use. mu guards cur, up, pending and closed; each child's
-// stdin writes are serialised by its own wmu. The supervisor goroutine is owned by the
-// transport and waited for by Close.
+// Concurrency: safe for concurrent use; the Proc owns every goroutine.
 type StdioTransport struct {
-	o   StdioOptions
-	log zerolog.Logger
-
-	mu      sync.Mutex
-	cur     *stdioChild              // the running child, nil while restarting
-	up      chan struct{}            // closed while cur != nil; replaced when it dies
-	pending map[string]*stdioPending // by the request id's raw JSON
-	closed  bool
-	starts  int
-
-	stop chan struct{} // closed by Close: the supervisor stops restarting
-	done chan struct{} // closed when the supervisor has returned
-	once sync.Once
+	p    *child.Proc
+	owns bool // Close shuts the process down (StartStdio); false over a shared Proc
 }
 
 // StdioOptions configure a StdioTransport. Command is required.
@@ -68,453 +49,83 @@ type StdioOptions struct {
 	// CloseWait is how long Close waits for the child to exit after closing its stdin,
 	// TermWait how long after SIGTERM before SIGKILL. Defaults 5 s and 5 s.
 	CloseWait, TermWait time.Duration
-	// RestartMin and RestartMax bound the restart backoff (doubling; reset when a child
-	// lived longer than RestartMax). Defaults 200 ms and 30 s.
+	// RestartMin and RestartMax bound the restart backoff (doubling with jitter; reset when
+	// a child lived longer than RestartMax). Defaults 200 ms and 30 s.
 	RestartMin, RestartMax time.Duration
 	// MaxLineBytes caps one line from the child (default 64 MiB, as maxBody).
 	MaxLineBytes int
 }
 
 // ErrChildExited fails calls that were in flight when the child process ended.
-var ErrChildExited = errors.New("upstream child process exited")
+var ErrChildExited = child.ErrExited
 
 // ErrTransportClosed fails calls after Close.
-var ErrTransportClosed = errors.New("stdio transport closed")
-
-// stdioChild is one run of the upstream process.
-type stdioChild struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	wmu    sync.Mutex
-	exited chan struct{} // closed after Wait returned and the reader finished
-}
-
-// stdioPending is one call waiting for its response.
-type stdioPending struct {
-	child *stdioChild
-	reply chan *jsonrpc.Message // buffered 1
-	notes chan *jsonrpc.Message // subscription notifications, drained by RoundTrip
-	gone  chan struct{}         // closed when the child died before the reply
-}
-
-const stdioNoteBuffer = 256
+var ErrTransportClosed = child.ErrClosed
 
 // SplitCommand splits "CMD ARGS" on spaces and tabs, keeping 'single' or "double" quoted
 // parts together (no escapes, no variables: it is not a shell).
-func SplitCommand(s string) ([]string, error) {
-	var out []string
-	var cur strings.Builder
-	in, quote := false, byte(0)
-	for i := 0; i < len(s); i++ {
-		ch := s[i]
-		switch {
-		case quote != 0:
-			if ch == quote {
-				quote = 0
-			} else {
-				cur.WriteByte(ch)
-			}
-		case ch == '\'' || ch == '"':
-			quote, in = ch, true
-		case ch == ' ' || ch == '\t':
-			if in {
-				out = append(out, cur.String())
-				cur.Reset()
-				in = false
-			}
-		default:
-			cur.WriteByte(ch)
-			in = true
-		}
-	}
-	if quote != 0 {
-		return nil, fmt.Errorf("unterminated %c quote in %q", quote, s)
-	}
-	if in {
-		out = append(out, cur.String())
-	}
-	if len(out) == 0 {
-		return nil, errors.New("empty command")
-	}
-	return out, nil
-}
+func SplitCommand(s string) ([]string, error) { return child.SplitCommand(s) }
 
 // StartStdio starts the child process and the supervisor that restarts it. It fails only
 // when the first start fails (the program cannot be run).
 func StartStdio(o StdioOptions) (*StdioTransport, error) {
-	if len(o.Command) == 0 {
-		return nil, errors.New("sep2663: StdioOptions.Command is empty")
-	}
-	def := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&o.CloseWait, 5*time.Second)
-	def(&o.TermWait, 5*time.Second)
-	def(&o.RestartMin, 200*time.Millisecond)
-	def(&o.RestartMax, 30*time.Second)
 	if o.MaxLineBytes <= 0 {
 		o.MaxLineBytes = maxBody
 	}
-	if o.Stderr == nil {
-		o.Stderr = os.Stderr
-	}
-	t := &StdioTransport{o: o, log: zerolog.Nop(), up: make(chan struct{}), pending: map[string]*stdioPending{},
-		stop: make(chan struct{}), done: make(chan struct{})}
-	if o.Logger != nil {
-		t.log = *o.Logger
-	}
-	ch, err := t.spawn()
+	p, err := child.Start(child.Options{Command: o.Command, Env: o.Env, Dir: o.Dir, Stderr: o.Stderr,
+		Logger: o.Logger, CloseWait: o.CloseWait, TermWait: o.TermWait, RestartMin: o.RestartMin,
+		RestartMax: o.RestartMax, MaxLineBytes: o.MaxLineBytes})
 	if err != nil {
 		return nil, err
 	}
-	go t.supervise(ch)
-	return t, nil
+	return &StdioTransport{p: p, owns: true}, nil
 }
+
+// StdioOver is a StdioTransport over a child process that another client shares (a
+// dual-era child): Close leaves the process to its owner.
+func StdioOver(p *child.Proc) *StdioTransport { return &StdioTransport{p: p} }
 
 // Name implements Transport.
-func (t *StdioTransport) Name() string { return "stdio:" + t.o.Command[0] }
+func (t *StdioTransport) Name() string { return t.p.Name() }
 
 // PID is the process id of the running child, 0 while it is being restarted.
-func (t *StdioTransport) PID() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.cur == nil {
-		return 0
-	}
-	return t.cur.cmd.Process.Pid
-}
+func (t *StdioTransport) PID() int { return t.p.PID() }
 
 // Starts counts the child processes started so far (1 before any restart).
-func (t *StdioTransport) Starts() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.starts
-}
+func (t *StdioTransport) Starts() int { return t.p.Starts() }
 
-// spawn starts one child and its reader, and publishes it as cur.
-func (t *StdioTransport) spawn() (*stdioChild, error) {
-	cmd := exec.Command(t.o.Command[0], t.o.Command[1:]...)
-	cmd.Dir = t.o.Dir
-	cmd.Env = append(os.Environ(), t.o.Env...)
-	cmd.Stderr = t.o.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("sep2663: starting upstream %q: %w", t.o.Command[0], err)
-	}
-	ch := &stdioChild{cmd: cmd, stdin: stdin, exited: make(chan struct{})}
-	readerDone := make(chan struct{})
-	go func() {
-		defer close(readerDone)
-		t.read(ch, stdout)
-	}()
-	go func() {
-		<-readerDone // all of stdout consumed before Wait closes the pipe
-		_ = cmd.Wait()
-		close(ch.exited)
-	}()
-	t.mu.Lock()
-	t.cur = ch
-	t.starts++
-	close(t.up)
-	t.mu.Unlock()
-	t.log.Info().Int("pid", cmd.Process.Pid).Str("cmd", t.o.Command[0]).Msg("upstream child started")
-	return ch, nil
-}
-
-// supervise waits for each child to exit and starts the next one after a backoff, until
-// Close.
-func (t *StdioTransport) supervise(ch *stdioChild) {
-	defer close(t.done)
-	backoff := t.o.RestartMin
-	for {
-		started := time.Now()
-		select {
-		case <-ch.exited:
-		case <-t.stop:
-			t.shutdown(ch)
-			t.down(ch)
-			return
-		}
-		t.down(ch)
-		t.log.Warn().Int("pid", ch.cmd.Process.Pid).Str("exit", ch.cmd.ProcessState.String()).Msg("upstream child exited; restarting")
-		if time.Since(started) > t.o.RestartMax {
-			backoff = t.o.RestartMin
-		}
-		for {
-			select {
-			case <-t.stop:
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(backoff*2, t.o.RestartMax)
-			next, err := t.spawn()
-			if err == nil {
-				ch = next
-				break
-			}
-			t.log.Error().Err(err).Msg("upstream child restart failed")
-		}
-	}
-}
-
-// down unpublishes a dead child and fails the calls waiting on it.
-func (t *StdioTransport) down(ch *stdioChild) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.cur == ch {
-		t.cur = nil
-		t.up = make(chan struct{})
-	}
-	for id, p := range t.pending {
-		if p.child == ch {
-			close(p.gone)
-			delete(t.pending, id)
-		}
-	}
-}
-
-// shutdown stops a child as the spec says: close stdin, wait, SIGTERM, wait, SIGKILL.
-func (t *StdioTransport) shutdown(ch *stdioChild) {
-	ch.wmu.Lock()
-	_ = ch.stdin.Close()
-	ch.wmu.Unlock()
-	select {
-	case <-ch.exited:
-		return
-	case <-time.After(t.o.CloseWait):
-	}
-	_ = ch.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-ch.exited:
-		return
-	case <-time.After(t.o.TermWait):
-	}
-	t.log.Warn().Int("pid", ch.cmd.Process.Pid).Msg("upstream child ignored SIGTERM; killing it")
-	_ = ch.cmd.Process.Kill()
-	<-ch.exited
-}
-
-// Close stops restarting and shuts the child down; it returns when the child has exited
-// or ctx ended. Calls in flight fail. Safe to call more than once.
+// Close stops restarting and shuts the child down (when this transport started it); it
+// returns when the child has exited or ctx ended. Safe to call more than once.
 func (t *StdioTransport) Close(ctx context.Context) error {
-	t.once.Do(func() {
-		t.mu.Lock()
-		t.closed = true
-		t.mu.Unlock()
-		close(t.stop)
-	})
-	select {
-	case <-t.done:
+	if !t.owns {
 		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
+	return t.p.Close(ctx)
 }
 
-// child waits for a running child; it fails when ctx ends or the transport is closed.
-func (t *StdioTransport) child(ctx context.Context) (*stdioChild, error) {
-	for {
-		t.mu.Lock()
-		cur, up, closed := t.cur, t.up, t.closed
-		t.mu.Unlock()
-		if closed {
-			return nil, ErrTransportClosed
-		}
-		if cur != nil {
-			return cur, nil
-		}
-		select {
-		case <-up:
-		case <-t.stop:
-			return nil, ErrTransportClosed
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-}
-
-// write sends one line to the child.
-func (ch *stdioChild) write(b []byte) error {
-	line := make([]byte, 0, len(b)+1)
-	line = append(append(line, b...), '\n')
-	ch.wmu.Lock()
-	defer ch.wmu.Unlock()
-	_, err := ch.stdin.Write(line)
-	return err
-}
-
-// RoundTrip implements Transport.
+// RoundTrip implements Transport. The Proc sends the request under its own wire id (the
+// id in body is this client's numbering, which a shared pipe cannot use); method and
+// params go out byte for byte.
 func (t *StdioTransport) RoundTrip(ctx context.Context, id jsonrpc.ID, body []byte, onMessage func(*jsonrpc.Message)) (json.RawMessage, *jsonrpc.Error, error) {
-	ch, err := t.child(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	p := &stdioPending{child: ch, reply: make(chan *jsonrpc.Message, 1), notes: make(chan *jsonrpc.Message, stdioNoteBuffer), gone: make(chan struct{})}
-	key := id.Raw()
-	t.mu.Lock()
-	if t.cur != ch {
-		t.mu.Unlock()
-		return nil, nil, ErrChildExited
-	}
-	t.pending[key] = p
-	t.mu.Unlock()
-	forget := func() {
-		t.mu.Lock()
-		if t.pending[key] == p {
-			delete(t.pending, key)
+	method := gjson.GetBytes(body, "method").Str
+	params := json.RawMessage(gjson.GetBytes(body, "params").Raw)
+	res, _, err := t.p.Call(ctx, method, params, child.CallOptions{OnMessage: func(m *jsonrpc.Message) {
+		switch {
+		case m.IsRequest():
+			_ = t.p.Reply(context.Background(), jsonrpc.NewErrorResponse(m.ID,
+				jsonrpc.ErrMethodNotFound.Wrapf("a 2026-07-28 server sends no requests: %s", m.Method)))
+		case onMessage != nil && gjson.GetBytes(m.Params, `_meta.io\.modelcontextprotocol/subscriptionId`).Exists():
+			onMessage(m)
 		}
-		t.mu.Unlock()
+	}})
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) {
+		return nil, rpcErr, nil
 	}
-	if err := ch.write(body); err != nil {
-		forget()
-		return nil, nil, fmt.Errorf("%w: %v", ErrChildExited, err)
-	}
-	for {
-		select {
-		case m := <-p.reply:
-			t.drain(p, onMessage)
-			if m.Error != nil {
-				return nil, m.Error, nil
-			}
-			return m.Result, nil, nil
-		case n := <-p.notes:
-			if onMessage != nil {
-				onMessage(n)
-			}
-		case <-p.gone:
-			return nil, nil, ErrChildExited
-		case <-ctx.Done():
-			forget()
-			t.cancelRequest(ch, id)
-			return nil, nil, ctx.Err()
-		}
-	}
-}
-
-// drain delivers notifications that arrived before the response.
-func (t *StdioTransport) drain(p *stdioPending, onMessage func(*jsonrpc.Message)) {
-	for {
-		select {
-		case n := <-p.notes:
-			if onMessage != nil {
-				onMessage(n)
-			}
-		default:
-			return
-		}
-	}
-}
-
-// cancelRequest tells the child a request was abandoned (the only way on stdio).
-func (t *StdioTransport) cancelRequest(ch *stdioChild, id jsonrpc.ID) {
-	b := frame("", "notifications/cancelled", []byte(`{"requestId":`+id.Raw()+`,"reason":"request abandoned by taskbridge"}`))
-	_ = ch.write(b)
+	return res, nil, err
 }
 
 // Send implements Transport.
 func (t *StdioTransport) Send(ctx context.Context, body []byte) error {
-	ch, err := t.child(ctx)
-	if err != nil {
-		return err
-	}
-	return ch.write(body)
-}
-
-// read consumes the child's stdout until it closes. Lines that are not JSON-RPC are
-// logged by size and skipped: stdout must carry only MCP messages, but one stray line must
-// not take the upstream down.
-func (t *StdioTransport) read(ch *stdioChild, stdout io.Reader) {
-	br := bufio.NewReaderSize(stdout, 64<<10)
-	for {
-		line, err := readLine(br, t.o.MaxLineBytes)
-		if len(bytes.TrimSpace(line)) > 0 {
-			t.dispatch(ch, line)
-		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				t.log.Warn().Err(err).Msg("upstream child stdout unreadable; stopping it")
-				_ = ch.cmd.Process.Kill()
-				_, _ = io.Copy(io.Discard, br)
-			}
-			return
-		}
-	}
-}
-
-// dispatch routes one message from the child.
-func (t *StdioTransport) dispatch(ch *stdioChild, line []byte) {
-	m, err := jsonrpc.Decode(line)
-	if err != nil {
-		t.log.Warn().Int("bytes", len(line)).Msg("upstream child wrote a line that is not JSON-RPC; skipped")
-		return
-	}
-	switch {
-	case m.IsResponse():
-		t.mu.Lock()
-		p := t.pending[m.ID.Raw()]
-		if p != nil {
-			delete(t.pending, m.ID.Raw())
-		}
-		t.mu.Unlock()
-		if p != nil {
-			p.reply <- m
-		}
-	case m.IsNotification():
-		sub := gjson.GetBytes(m.Params, `_meta.io\.modelcontextprotocol/subscriptionId`)
-		if !sub.Exists() {
-			return
-		}
-		key := sub.Raw
-		t.mu.Lock()
-		p := t.pending[key]
-		if p == nil && sub.Type == gjson.String {
-			p = t.pending[sub.Str] // a numeric id echoed as a string
-		}
-		t.mu.Unlock()
-		if p == nil {
-			return
-		}
-		select {
-		case p.notes <- m:
-		default:
-			t.log.Warn().Str("subscription", key).Msg("subscription notification dropped: consumer too slow")
-		}
-	default:
-		b, _ := jsonrpc.Encode(jsonrpc.NewErrorResponse(m.ID,
-			jsonrpc.ErrMethodNotFound.Wrapf("a 2026-07-28 server sends no requests: %s", m.Method)))
-		_ = ch.write(b)
-	}
-}
-
-// readLine returns the next line without its line ending ("\n" or "\r\n"), failing when it
-// exceeds limit bytes. At the end of input it returns the last partial line with io.EOF.
-func readLine(br *bufio.Reader, limit int) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > limit+2 {
-			return nil, errTooLarge
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if err != nil {
-			return line, err
-		}
-		line = line[:len(line)-1]
-		if n := len(line); n > 0 && line[n-1] == '\r' {
-			line = line[:n-1]
-		}
-		return line, nil
-	}
+	return t.p.Notify(ctx, gjson.GetBytes(body, "method").Str, json.RawMessage(gjson.GetBytes(body, "params").Raw))
 }

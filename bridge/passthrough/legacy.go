@@ -18,6 +18,7 @@ import (
 	"github.com/taskbridge/taskbridge/bridge/internal/sessions"
 	"github.com/taskbridge/taskbridge/internal/defaults"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/metrics"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/store"
 )
@@ -47,6 +48,8 @@ type LegacyConfig struct {
 
 	// Gate is the work gate shared by every route of the process. Nil: an empty policy.
 	Gate *gate.Gate
+	// Metrics counts the standalone GET streams opened upstream (getstream.go). Nil: none.
+	Metrics *metrics.Metrics
 }
 
 func (c *LegacyConfig) setDefaults() {

@@ -65,6 +65,8 @@ type Config struct {
 	// its pooled upstream session) is the principal the front door authenticated
 	// (sep2663.Request.Principal; "" when anonymous).
 	Gate *gate.Gate
+	// Metrics counts the standalone GET streams opened upstream (getstream.go). Nil: none.
+	Metrics *metrics.Metrics
 }
 
 func (c *Config) setDefaults() {

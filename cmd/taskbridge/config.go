@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/internal/config"
-	"github.com/taskbridge/taskbridge/sep2663"
+	"github.com/taskbridge/taskbridge/internal/redact"
 )
 
 const configUsage = `Usage: taskbridge config check FILE [--connect]
@@ -96,17 +96,16 @@ func checkConnections(ctx context.Context, cfg *config.Config, stdout io.Writer)
 		return eraUnknown, err
 	}
 	hc, h := upstreamHTTP(cfg, nil, tl)
-	c := sep2663.NewClient(sep2663.ClientOptions{URL: cfg.Upstream, Header: h, HTTPClient: hc,
-		ClientInfo: sep2663.Implementation{Name: "taskbridge-config-check", Version: version}})
-	era := detectEra(ctx, c, 10*time.Second, newLogger(io.Discard, "error"))
-	switch era {
-	case eraUnknown:
-		return era, fmt.Errorf("upstream %s did not answer within 10s", cfg.Upstream)
-	case eraLegacy:
-		fmt.Fprintln(stdout, "# upstream: speaks MCP 2025-11-25 (reverse route for 2026-07-28 clients, pass-through for 2025-11-25 clients)")
-	default:
-		fmt.Fprintln(stdout, "# upstream: speaks MCP 2026-07-28 (forward route for 2025-11-25 clients)")
+	ups, err := openUpstreams(upstreamFlags{url: cfg.Upstream}, hc, h, &upstreamHooks{}, newLogger(io.Discard, "error"), io.Discard)
+	if err != nil {
+		return eraUnknown, err
 	}
+	era, routes, err := detectEra(ctx, ups, 10*time.Second)
+	if err != nil {
+		return era, fmt.Errorf("upstream %s: %w", redact.URL(cfg.Upstream), err)
+	}
+	fmt.Fprintf(stdout, "# upstream: 2025-11-25 clients get the %s route (%s), 2026-07-28 clients the %s route (%s)\n",
+		routeOf(routes.Legacy, true), routes.Legacy.Reason, routeOf(routes.Modern, false), routes.Modern.Reason)
 	return era, nil
 }
 

@@ -3,21 +3,24 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/taskbridge/taskbridge/bridge"
 	"github.com/taskbridge/taskbridge/fallback"
-	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	childproc "github.com/taskbridge/taskbridge/internal/child"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/sep2663"
 )
 
-// mcpBridge is what serve runs: the forward bridge (2026-07-28 upstream) or the reverse
-// bridge (2025-11-25 upstream). Both serve both client eras on one /mcp, behind the front
-// door (bridge.NewDoor).
+// mcpBridge is what serve and stdio run: the era router (bridge.Router), which probes the
+// upstream's faces and serves both client eras on one /mcp behind the front door
+// (bridge.NewDoor).
 type mcpBridge interface {
 	bridge.Engine
 	ActiveTasks() int
@@ -25,59 +28,115 @@ type mcpBridge interface {
 	Close(context.Context) error
 }
 
-// upstreamEra is the result of era detection at start.
+// upstreamEra is what config check --connect reports of the upstream.
 type upstreamEra int
 
 const (
-	eraModern  upstreamEra = iota // server/discover answered (or the era could not be told)
-	eraLegacy                     // server/discover got a non-modern error: 2025-11-25 or older
-	eraUnknown                    // the upstream did not answer at all within the limit
+	eraModern  upstreamEra = iota // some client era is served by the modern face
+	eraLegacy                     // every client era is served by the 2025-11-25 face
+	eraUnknown                    // not probed, or no answer
 )
 
-// detectEra tells the upstream's era the way MCP 2026-07-28 prescribes: server/discover
-// first; an answer, or a 2026-07-28 error (-32020/-32021/-32022), means a modern server;
-// any other error (a 2025-11-25 server's "no session" 400, 404, 405, -32601, …) means a
-// legacy server, which is then initialized. The server's name or version is never used.
-// Transport failures are retried with backoff until limit; then the era is unknown.
-func detectEra(ctx context.Context, c *sep2663.Client, limit time.Duration, log zerolog.Logger) upstreamEra {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	backoff := 200 * time.Millisecond
-	for {
-		_, err := c.Discover(ctx)
-		if err == nil {
-			return eraModern
+// upstreams are the two clients of the one upstream (one per face) and how to stop it.
+// Over stdio both share one child process (internal/child), so a dual-era child is
+// reached by both.
+type upstreams struct {
+	modern *sep2663.Client
+	legacy *legacy.Client
+	stop   func(context.Context) error // shuts a child down; a no-op for a URL
+}
+
+// upstreamHooks tell the era router of failed upstream requests (Router.Observe).
+type upstreamHooks struct {
+	router atomic.Pointer[bridge.Router]
+}
+
+func (h *upstreamHooks) observe(e fallback.Era) func(string, error) {
+	return func(method string, err error) {
+		if r := h.router.Load(); r != nil {
+			r.Observe(e, method, err)
 		}
-		if fallback.DiscoverMeansLegacy(err) {
-			return eraLegacy
-		}
-		var je *jsonrpc.Error
-		if errors.As(err, &je) {
-			return eraModern // a 2026-07-28 refusal: the forward bridge reports it on use
-		}
-		log.Warn().Err(err).Msg("upstream era detection: server/discover failed; retrying")
-		select {
-		case <-ctx.Done():
-			return eraUnknown
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 2*time.Second)
 	}
 }
 
-// newReverseFromConfig builds and starts the reverse bridge for a legacy upstream at url.
-func newReverseFromConfig(ctx context.Context, rc bridge.ReverseConfig, url string, h http.Header, hc *http.Client) (*bridge.Reverse, error) {
-	rc.Upstream = legacy.NewClient(legacy.ClientOptions{URL: url, Header: h, HTTPClient: hc,
-		ClientInfo: legacy.Implementation{Name: "taskbridge", Version: version}})
-	r, err := bridge.NewReverse(rc)
+// openUpstreams builds both clients: over HTTP with hc and header (nil: defaults), or a
+// child process over stdio started here (the shutdown sequence close stdin, wait, SIGTERM,
+// wait, SIGKILL runs in stop).
+func openUpstreams(u upstreamFlags, hc *http.Client, header http.Header, hooks *upstreamHooks, log zerolog.Logger, childStderr io.Writer) (upstreams, error) {
+	minfo := sep2663.Implementation{Name: "taskbridge", Version: version}
+	linfo := legacy.Implementation{Name: "taskbridge", Version: version}
+	switch {
+	case u.url != "" && u.cmd != "":
+		return upstreams{}, errors.New("give one of --upstream and --upstream-cmd, not both")
+	case u.url != "":
+		return upstreams{
+			modern: sep2663.NewClient(sep2663.ClientOptions{URL: u.url, Header: header, HTTPClient: hc, ClientInfo: minfo,
+				OnError: hooks.observe(fallback.EraModern)}),
+			legacy: legacy.NewClient(legacy.ClientOptions{URL: u.url, Header: header, HTTPClient: hc, ClientInfo: linfo,
+				OnError: hooks.observe(fallback.EraLegacy)}),
+			stop: func(context.Context) error { return nil },
+		}, nil
+	case u.cmd != "":
+		argv, err := childproc.SplitCommand(u.cmd)
+		if err != nil {
+			return upstreams{}, fmt.Errorf("--upstream-cmd: %w", err)
+		}
+		tr, err := legacy.StartStdio(childproc.Options{Command: argv, Stderr: childStderr, Logger: &log,
+			CloseWait: u.closeWait, TermWait: u.termWait})
+		if err != nil {
+			return upstreams{}, err
+		}
+		return upstreams{
+			modern: sep2663.NewClient(sep2663.ClientOptions{Transport: sep2663.StdioOver(tr.Proc()), ClientInfo: minfo,
+				OnError: hooks.observe(fallback.EraModern)}),
+			legacy: legacy.NewClient(legacy.ClientOptions{Transport: tr, ClientInfo: linfo,
+				OnError: hooks.observe(fallback.EraLegacy)}),
+			stop: tr.Close,
+		}, nil
+	}
+	return upstreams{}, errors.New("--upstream URL or --upstream-cmd CMD is required")
+}
+
+// newRouter builds and starts the era router over both clients; hooks then report to it.
+func newRouter(rc bridge.RouterConfig, ups upstreams, hooks *upstreamHooks) (*bridge.Router, error) {
+	rc.Forward.Upstream, rc.Reverse.Upstream = ups.modern, ups.legacy
+	r, err := bridge.NewRouter(rc)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.Start(ctx); err != nil {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = r.Close(cctx)
-		return nil, err
-	}
+	hooks.router.Store(r)
+	r.Start()
 	return r, nil
+}
+
+// detectEra probes the upstream once (config check --connect): the routes per client era,
+// and eraLegacy when both client eras are served by its 2025-11-25 face.
+func detectEra(ctx context.Context, ups upstreams, limit time.Duration) (upstreamEra, fallback.Routes, error) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	shape, err := bridge.Probe(ctx, bridge.ProbeClients{Modern: ups.modern, Legacy: ups.legacy})
+	if err != nil {
+		return eraUnknown, fallback.Routes{}, err
+	}
+	routes, err := fallback.ChooseRoutes(shape)
+	if err != nil {
+		return eraUnknown, routes, err
+	}
+	if routes.Legacy.Face == fallback.EraLegacy && routes.Modern.Face == fallback.EraLegacy {
+		return eraLegacy, routes, nil
+	}
+	return eraModern, routes, nil
+}
+
+// routeOf names the route a client era's choice makes (client 2025-11-25 when legacyClient).
+func routeOf(c fallback.Choice, legacyClient bool) bridge.Route {
+	switch {
+	case legacyClient && c.Face == fallback.EraModern:
+		return bridge.RouteForward
+	case legacyClient:
+		return bridge.RouteLegacyPassThrough
+	case c.Face == fallback.EraModern:
+		return bridge.RouteModernPassThrough
+	}
+	return bridge.RouteReverse
 }

@@ -36,9 +36,10 @@ func TestServeLegacyUpstream(t *testing.T) {
 	bin := buildTaskbridge(t, t.TempDir())
 	s := startServe(t, bin, up, filepath.Join(t.TempDir(), "tb.db"), "--drain-quiet", "500ms")
 
-	if !strings.Contains(s.log.String(), "upstream speaks MCP 2025-11-25") {
-		t.Errorf("no era line in the log")
-	}
+	waitFor(t, "the route line in the log", func() bool {
+		l := s.log.String()
+		return strings.Contains(l, `"route2025":"legacy-passthrough"`) && strings.Contains(l, `"route2026":"reverse"`)
+	})
 	if code, body := get(t, s.admin+"/readyz"); code != 200 {
 		t.Errorf("/readyz: HTTP %d %s", code, body)
 	}

@@ -61,9 +61,9 @@ func newLogger(w io.Writer, level string) zerolog.Logger {
 
 // liveParts are the parts of a running serve that take settings live.
 type liveParts struct {
-	gate    *bridge.Gate    // kill switch, sunset, concurrency cap, upstream backpressure
-	door    *bridge.Door    // request rate, authentication
-	forward *bridge.Forward // hosting policy; nil on the reverse route (it hosts nothing)
+	gate    *bridge.Gate  // kill switch, sunset, concurrency cap, upstream backpressure
+	door    *bridge.Door  // request rate, authentication
+	forward hostingPolicy // the forward route's hosting policy (the era router passes it on)
 	metrics *metrics.Metrics
 }
 
@@ -129,6 +129,11 @@ func newReloader(boot *config.Config, load func() (*config.Config, error), l *lo
 	return rl, nil
 }
 
+// hostingPolicy is the live part of the forward route's fallback policy.
+type hostingPolicy interface {
+	SetHostingPolicy(allow, deny []string, noHosting bool, toolTaskSupport map[string]string) error
+}
+
 // gatePolicy is the work gate's share of the configuration.
 func gatePolicy(cfg *config.Config) bridge.Policy {
 	return bridge.Policy{KillSwitch: cfg.KillSwitch, Sunset: cfg.Sunset,
@@ -172,9 +177,11 @@ func checkStoreWritable(ctx context.Context, st store.Store, log zerolog.Logger)
 	}
 }
 
-// reloadFunc adapts the reloader to POST /admin/reload.
-func reloadFunc(rl *reload.Reloader) func(context.Context) (any, bool) {
+// reloadFunc adapts the reloader to POST /admin/reload, which also has the upstream's
+// faces probed again (as SIGHUP does).
+func reloadFunc(rl *reload.Reloader, reprobe func(string)) func(context.Context) (any, bool) {
 	return func(ctx context.Context) (any, bool) {
+		reprobe("POST /admin/reload")
 		res := rl.Reload(ctx, "POST /admin/reload")
 		return res, res.OK
 	}

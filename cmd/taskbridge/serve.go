@@ -66,11 +66,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("serve: %w", err)
 	}
 	up := upstreamFlags{url: cfg.Upstream, cmd: cfg.UpstreamCmd, closeWait: cfg.UpstreamCloseWait, termWait: cfg.UpstreamTermWait}
-	upstream, stopUpstream, err := openUpstream(up, cfg, m, tl, log, stderr)
+	hooks := &upstreamHooks{}
+	hc, uh := upstreamHTTP(cfg, m, tl)
+	ups, err := openUpstreams(up, hc, uh, hooks, log, stderr)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	defer shutdownUpstream(stopUpstream, up.closeWait+up.termWait+time.Second)
+	defer shutdownUpstream(ups.stop, up.closeWait+up.termWait+time.Second)
 	rawStore, err := openStore(ctx, cfg.Store)
 	if err != nil {
 		return err
@@ -101,40 +103,25 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// One work gate for every route (bridge/internal/gate): its policy is one value,
 	// replaced as a whole by gate.SetPolicy.
 	gate := bridge.NewGate(bridge.GateConfig{Draining: drain.Draining, Metrics: m, Policy: gatePolicy(cfg)})
-	bcfg := forwardConfig(cfg, st, upstream, log, m, gate, plog.AccessLog)
+	bcfg := forwardConfig(cfg, st, nil, log, m, gate, plog.AccessLog)
 	if bcfg.ToolTaskSupport, err = parseToolTaskSupport(cfg.ToolTaskSupport); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	// The upstream's era decides the route (era.go): a 2025-11-25 (or older) server gets
-	// the reverse bridge, a 2026-07-28 one the forward bridge; both serve both client eras.
-	era := eraModern
-	if up.cmd == "" {
-		era = detectEra(ctx, upstream, cfg.StatusTimeout, log)
+	// The era router (bridge.Router, era.go) probes both faces of the upstream in the
+	// background, with backoff until it answers, and again when discover's ttlMs runs out,
+	// on SIGHUP or POST /admin/reload, and when answers stop matching; it picks the route
+	// per client era (fallback.ChooseRoutes). Until the first probe succeeded /readyz is
+	// not ready and MCP requests get the retry error; /healthz answers at once.
+	rc := reverseConfig(cfg, st, log, gate)
+	rc.Metrics = m
+	rt, err := newRouter(bridge.RouterConfig{
+		Forward: bcfg, Reverse: rc,
+		Logger: log, Metrics: m, Describe: up.describe(), ProbeTimeout: cfg.StatusTimeout,
+	}, ups, hooks)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
-	var b mcpBridge
-	var fwd *bridge.Forward // the forward route, when it is the one (its hosting policy reloads)
-	switch era {
-	case eraLegacy:
-		log.Info().Str("upstream", up.describe()).Msg("upstream speaks MCP 2025-11-25 (server/discover refused): reverse route for 2026-07-28 clients, pass-through for 2025-11-25 clients")
-		hc, h := upstreamHTTP(cfg, m, tl)
-		rb, err := newReverseFromConfig(ctx, reverseConfig(cfg, st, log, gate), up.url, h, hc)
-		if err != nil {
-			return fmt.Errorf("serve: legacy upstream %s: %w", up.describe(), err)
-		}
-		b = rb
-	default:
-		if era == eraUnknown {
-			log.Warn().Str("upstream", up.describe()).Msg("upstream did not answer server/discover at start: assuming MCP 2026-07-28; a 2025-11-25 upstream needs a restart once it is reachable")
-		}
-		fb, err := bridge.NewForward(bcfg)
-		if err != nil {
-			return err
-		}
-		if err := fb.Start(ctx); err != nil {
-			return err
-		}
-		b, fwd = fb, fb
-	}
+	var b mcpBridge = rt
 	dc := doorConfig(cfg, authn, log)
 	dc.Tokens, _ = rawStore.(bridge.TokenStore) // PostgreSQL: the rate is shared by the replicas
 	if prm != nil {
@@ -158,16 +145,16 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("serve: admin listener: %w", err)
 		}
 	}
-	rl, err := newReloader(cfg, load, plog, liveParts{gate: gate, door: door, forward: fwd, metrics: m})
+	rl, err := newReloader(cfg, load, plog, liveParts{gate: gate, door: door, forward: rt, metrics: m})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	s := &server{log: log, cfg: cfg, b: b, door: door, drain: drain, inflight: inflight, sigc: sigc, hup: hup, tls: tl, prm: prm, reload: rl,
-		sunset: func() time.Time { return gate.Policy().Sunset },
+		sunset: func() time.Time { return gate.Policy().Sunset }, reprobe: rt.Reprobe,
 		admin: ops.Handler(ops.Options{Store: st, Metrics: m, Logger: log, UpstreamCheck: b.CheckUpstream,
 			ActiveTasks: b.ActiveTasks, Drain: drain, Inflight: inflight, Version: version,
 			Upstream: up.describe(), KillSwitch: cfg.KillSwitch, Sunset: cfg.Sunset, Policy: livePolicy(gate),
-			SunsetWarn: cfg.SunsetWarn, ReportWindow: cfg.ReportWindow, Reload: reloadFunc(rl)})}
+			SunsetWarn: cfg.SunsetWarn, ReportWindow: cfg.ReportWindow, Reload: reloadFunc(rl, rt.Reprobe)})}
 	web, ws := schemes(tl.mcp)
 	adminWeb := ""
 	if admin != nil {
@@ -238,18 +225,6 @@ func doorConfig(cfg *config.Config, authn auth.Authenticator, log zerolog.Logger
 		StdioPrincipal: cfg.StdioPrincipal, Logger: log}
 }
 
-// openUpstream builds the upstream client: over HTTP with the instrumented transport and
-// the configured Authorization, or a stdio child (stdio.go).
-func openUpstream(up upstreamFlags, cfg *config.Config, m *metrics.Metrics, tl *tlsSet, log zerolog.Logger, stderr io.Writer) (*sep2663.Client, func(context.Context) error, error) {
-	if up.cmd != "" {
-		return up.open(log, stderr)
-	}
-	hc, h := upstreamHTTP(cfg, m, tl)
-	c := sep2663.NewClient(sep2663.ClientOptions{URL: up.url, Header: h, HTTPClient: hc,
-		ClientInfo: sep2663.Implementation{Name: "taskbridge", Version: version}})
-	return c, func(context.Context) error { return nil }, nil
-}
-
 // upstreamHTTP is the HTTP client (instrumented transport, the upstream_ca/upstream_cert
 // TLS) and the configured Authorization header for an HTTP upstream of either era.
 func upstreamHTTP(cfg *config.Config, m *metrics.Metrics, tl *tlsSet) (*http.Client, http.Header) {
@@ -275,7 +250,8 @@ type server struct {
 	tls      *tlsSet
 	prm      *auth.ProtectedResource // nil: no OAuth protected-resource metadata
 	reload   *reload.Reloader
-	sunset   func() time.Time // the sunset in force (the work gate's, which a reload changes)
+	sunset   func() time.Time    // the sunset in force (the work gate's, which a reload changes)
+	reprobe  func(reason string) // probe the upstream's faces again (SIGHUP, POST /admin/reload)
 	admin    http.Handler
 }
 
@@ -325,6 +301,7 @@ func (s *server) serve(ctx context.Context, ln, adminLn net.Listener, m *metrics
 		watchSIGHUP(wctx, s.hup, func() {
 			s.onSIGHUP()
 			s.reload.Reload(context.Background(), "SIGHUP")
+			s.reprobe("SIGHUP")
 		})
 	}()
 	defer func() { stopWatch(); <-watchDone; <-hupDone }()

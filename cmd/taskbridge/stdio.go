@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -35,29 +34,6 @@ func (u *upstreamFlags) describe() string {
 		return "child " + u.cmd
 	}
 	return redact.URL(u.url)
-}
-
-// open builds the upstream client. stop shuts a child down (a no-op for a URL).
-func (u *upstreamFlags) open(log zerolog.Logger, childStderr io.Writer) (up *sep2663.Client, stop func(context.Context) error, err error) {
-	info := sep2663.Implementation{Name: "taskbridge", Version: version}
-	switch {
-	case u.url != "" && u.cmd != "":
-		return nil, nil, errors.New("give one of --upstream and --upstream-cmd, not both")
-	case u.url != "":
-		return sep2663.NewClient(sep2663.ClientOptions{URL: u.url, ClientInfo: info}), func(context.Context) error { return nil }, nil
-	case u.cmd != "":
-		argv, err := sep2663.SplitCommand(u.cmd)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--upstream-cmd: %w", err)
-		}
-		tr, err := sep2663.StartStdio(sep2663.StdioOptions{Command: argv, Stderr: childStderr, Logger: &log,
-			CloseWait: u.closeWait, TermWait: u.termWait})
-		if err != nil {
-			return nil, nil, err
-		}
-		return sep2663.NewClient(sep2663.ClientOptions{Transport: tr, ClientInfo: info}), tr.Close, nil
-	}
-	return nil, nil, errors.New("--upstream URL or --upstream-cmd CMD is required")
 }
 
 // stdioServerOnly are the settings of a network server, which "taskbridge stdio" (one
@@ -147,44 +123,37 @@ func runStdio(ctx context.Context, cfg *config.Config, log zerolog.Logger, stdin
 		return err
 	}
 	defer st.Close()
-	client, stopUpstream, err := openUpstream(up, cfg, nil, tl, log, stderr)
+	hooks := &upstreamHooks{}
+	hc, uh := upstreamHTTP(cfg, nil, tl)
+	ups, err := openUpstreams(up, hc, uh, hooks, log, stderr)
 	if err != nil {
 		return fmt.Errorf("stdio: %w", err)
 	}
-	defer shutdownUpstream(stopUpstream, up.closeWait+up.termWait+time.Second)
+	defer shutdownUpstream(ups.stop, up.closeWait+up.termWait+time.Second)
 	gate := bridge.NewGate(bridge.GateConfig{Policy: gatePolicy(cfg)})
-	var engine mcpBridge
-	// A 2025-11-25 upstream (server/discover refused, era.go) gets the pass-through face.
-	if up.cmd == "" && detectEra(ctx, client, cfg.StatusTimeout, log) == eraLegacy {
-		hc, h := upstreamHTTP(cfg, nil, tl)
-		rb, err := newReverseFromConfig(ctx, bridge.ReverseConfig{
+	fc, err := stdioForwardConfig(cfg, st, nil, log, gate)
+	if err != nil {
+		return fmt.Errorf("stdio: %w", err)
+	}
+	// The era router probes the upstream's faces (bridge.Router): the session is served
+	// once the first probe succeeded, by the route chosen for 2025-11-25 clients (forward
+	// translation, or pass-through to a 2025-11-25 face with tasks).
+	engine, err := newRouter(bridge.RouterConfig{
+		Forward: fc,
+		Reverse: bridge.ReverseConfig{
 			Store: st, Logger: log, PollFloorMs: cfg.PollFloorMs, PollCeilMs: cfg.PollCeilMs,
 			CreateTimeout: cfg.CreateTimeout, StatusTimeout: cfg.StatusTimeout, CancelTimeout: cfg.CancelTimeout,
 			InputTimeout: cfg.InputTimeout, MaxBodyBytes: cfg.MaxBody, Gate: gate,
 			MaxReplayBytes: cfg.MaxReplayBytes, MaxSessionInfoBytes: cfg.MaxSessionInfoBytes,
 			SessionRetention: cfg.ReportWindow, PurgeInterval: cfg.PurgeInterval,
 			MaxResultBytes: cfg.MaxResultBytes, AuditRetention: cfg.AuditRetention,
-		}, up.url, h, hc)
-		if err != nil {
-			return fmt.Errorf("stdio: legacy upstream %s: %w", up.describe(), err)
-		}
-		log.Info().Str("upstream", up.describe()).Msg("taskbridge serving stdio (2025-11-25 upstream: pass-through)")
-		engine = rb
-	} else {
-		fc, err := stdioForwardConfig(cfg, st, client, log, gate)
-		if err != nil {
-			return fmt.Errorf("stdio: %w", err)
-		}
-		b, err := bridge.NewForward(fc)
-		if err != nil {
-			return err
-		}
-		if err := b.Start(ctx); err != nil {
-			return err
-		}
-		log.Info().Str("upstream", up.describe()).Msg("taskbridge serving stdio")
-		engine = b
+		},
+		Logger: log, Describe: up.describe(), ProbeTimeout: cfg.StatusTimeout,
+	}, ups, hooks)
+	if err != nil {
+		return err
 	}
+	log.Info().Str("upstream", up.describe()).Msg("taskbridge serving stdio")
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -120,7 +120,7 @@ func runVerify(ctx context.Context, cfg *config.Config, plan *verify.Plan, tts m
 	defer shutdownUpstream(stop, up.closeWait+up.termWait+time.Second)
 	era := eraModern
 	if up.cmd == "" {
-		era = detectEra(ctx, upstream, cfg.StatusTimeout, log)
+		era = verifyEra(ctx, upstream, cfg.StatusTimeout, log)
 	}
 	if era == eraUnknown {
 		return nil, fmt.Errorf("the upstream %s did not answer within %s", up.describe(), cfg.StatusTimeout)

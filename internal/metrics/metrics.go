@@ -90,6 +90,13 @@ type Metrics struct {
 	sunsetTime      prometheus.Gauge
 	sunsetUnix      atomic.Int64 // the sunset for sunset_remaining_seconds; 0: none
 
+	// The upstream's shape and push streams (shape.go).
+	probes        *prometheus.CounterVec
+	shapeChanges  prometheus.Counter
+	routes        *prometheus.GaugeVec
+	listenOpens   *prometheus.CounterVec
+	streamsOpened *prometheus.CounterVec
+
 	mu      sync.Mutex
 	clients map[[2]string]bool // (name, version) pairs with their own series
 
@@ -144,6 +151,7 @@ func New(version string) *Metrics {
 	reg.MustRegister(m.tasks,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.registerShape(f)
 	m.zeroSeries()
 	return m
 }
