@@ -5,7 +5,10 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/cenkalti/backoff/v5"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/mapping"
@@ -25,8 +28,11 @@ import (
 //
 // Listen lifecycle: started with the first tracked task; re-opened (after a short
 // debounce) when the tracked set changes, since taskIds is fixed per listen; closed while
-// nothing is tracked. A clean close by the upstream is re-opened at once; a transport
-// failure or an unexpected disconnect after a backoff (500 ms doubling to 30 s); a JSON-RPC
+// nothing is tracked. A listen that delivered something and then closed cleanly is
+// re-opened at once; one that ended without delivering anything (an upstream that closes
+// every listen at once), a transport failure or an unexpected disconnect after a backoff
+// with jitter (500 ms doubling to 30 s, backoff/v5); every listen opened is counted by how
+// it ended (upstream_listen_opens_total: its rate is the reconnect rate); a JSON-RPC
 // refusal (-32601 from an upstream without listen, -32021, …) means "not supported": the
 // bridge tries again only after pushRefusedWait. Config.NoUpstreamPush disables all of it.
 
@@ -65,7 +71,7 @@ func (b *Bridge) pushChanged() {
 func (b *Bridge) pushLoop() {
 	defer b.wg.Done()
 	ctx := b.ctx
-	backoff := pushBackoffMin
+	bo := newPushBackoff()
 	for {
 		ids := b.reg.upstreamIDs()
 		if len(ids) == 0 {
@@ -79,56 +85,100 @@ func (b *Bridge) pushLoop() {
 				continue
 			}
 		}
-		alive, err := b.listenUntilChange(ctx, ids)
+		end := b.listenUntilChange(ctx, ids)
 		if ctx.Err() != nil {
 			return
 		}
-		wait := time.Duration(0)
-		var je *jsonrpc.Error
-		switch {
-		case err == nil && alive:
-			backoff = pushBackoffMin // the set changed, or a clean close: listen again now
-		case errors.As(err, &je):
-			b.log.Info().Int64("code", je.Code).Msg("upstream refused subscriptions/listen; polling only")
-			wait = pushRefusedWait
-		default:
-			b.log.Warn().Err(err).Msg("upstream listen stream lost; polling covers it, reconnecting")
-			wait = backoff
-			backoff = min(backoff*2, pushBackoffMax)
-		}
-		if wait > 0 && !b.sleep(ctx, wait) {
+		b.cfg.Metrics.ListenOpened(end.outcome())
+		if wait := b.pushWait(end, bo); wait > 0 && !b.sleep(ctx, wait) {
 			return
 		}
 	}
 }
 
+// newPushBackoff is the wait between listens that ended without delivering anything:
+// 500 ms doubling to 30 s, ±30 % jitter so replicas do not re-open in step.
+func newPushBackoff() *backoff.ExponentialBackOff {
+	bo := &backoff.ExponentialBackOff{InitialInterval: pushBackoffMin, RandomizationFactor: 0.3,
+		Multiplier: 2, MaxInterval: pushBackoffMax}
+	bo.Reset()
+	return bo
+}
+
+// pushWait is how long to wait before the next listen. A listen we replaced (the tracked
+// set changed) or one that delivered something is re-opened at once; one the upstream
+// closed without delivering anything (some upstreams close every listen at once) or that
+// failed waits the backoff; a refusal waits pushRefusedWait.
+func (b *Bridge) pushWait(end listenEnd, bo *backoff.ExponentialBackOff) time.Duration {
+	var je *jsonrpc.Error
+	switch {
+	case end.replaced || (end.err == nil && end.delivered):
+		bo.Reset()
+		return 0
+	case errors.As(end.err, &je):
+		b.log.Info().Int64("code", je.Code).Msg("upstream refused subscriptions/listen; polling only")
+		return pushRefusedWait
+	case end.err == nil:
+		wait := bo.NextBackOff()
+		b.log.Debug().Dur("retryIn", wait).Msg("upstream closed subscriptions/listen without delivering anything; re-opening after a backoff")
+		return wait
+	}
+	wait := bo.NextBackOff()
+	b.log.Warn().Err(end.err).Dur("retryIn", wait).Msg("upstream listen stream lost; polling covers it, reconnecting")
+	return wait
+}
+
+// listenEnd is how one listen ended: replaced by us (the tracked set changed), or ended by
+// the upstream (err nil: a clean close) after delivering something or not.
+type listenEnd struct {
+	replaced  bool
+	delivered bool
+	err       error
+}
+
+// outcome labels upstream_listen_opens_total (metrics.ListenOutcomes).
+func (e listenEnd) outcome() string {
+	var je *jsonrpc.Error
+	switch {
+	case e.replaced:
+		return "replaced"
+	case errors.As(e.err, &je):
+		return "refused"
+	case e.err != nil:
+		return "failed"
+	case e.delivered:
+		return "delivered"
+	}
+	return "empty"
+}
+
 // listenUntilChange holds one listen for ids until it ends or the tracked set changes.
-// alive is true when the listen was ended by us for a set change or closed cleanly.
-func (b *Bridge) listenUntilChange(ctx context.Context, ids []string) (alive bool, err error) {
+func (b *Bridge) listenUntilChange(ctx context.Context, ids []string) listenEnd {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 1)
+	var delivered atomic.Bool
 	go func() {
 		errc <- b.up.ListenTasks(lctx, ids, sep2663.RequestMeta{}, sep2663.ListenHandlers{
-			Task: func(dt *sep2663.DetailedTask) { b.observePushed(dt) },
+			Task: func(dt *sep2663.DetailedTask) { delivered.Store(true); b.observePushed(dt) },
 		})
 	}()
 	for {
 		select {
 		case err := <-errc:
-			return err == nil, err
+			return listenEnd{delivered: delivered.Load(), err: err}
 		case <-b.push.kick:
 			if !b.sleep(ctx, pushDebounce) {
 				cancel()
 				<-errc
-				return false, nil
+				return listenEnd{replaced: true}
 			}
 			if slices.Equal(b.reg.upstreamIDs(), ids) {
 				continue // e.g. a tracker replaced by itself: keep the listen
 			}
 			cancel()
 			<-errc
-			return true, nil
+			return listenEnd{replaced: true}
 		}
 	}
 }
