@@ -395,7 +395,15 @@ func (r *Router) ActiveTasks() int {
 func (r *Router) CheckUpstream(ctx context.Context) error {
 	ep := r.ep.Load()
 	if ep == nil {
-		return errNotReachedYet
+		// The first probe may be running: readiness waits for it (bounded by ctx) rather
+		// than report "not ready" for a bridge that is a moment from ready.
+		select {
+		case <-r.settled:
+		case <-ctx.Done():
+		}
+		if ep = r.ep.Load(); ep == nil {
+			return errNotReachedYet
+		}
 	}
 	f, rv := r.pairs()
 	if f != nil && (ep.legacyRoute == RouteForward || ep.modernRoute == RouteModernPassThrough) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/internal/config"
 	"github.com/taskbridge/taskbridge/internal/fixture"
@@ -208,8 +211,22 @@ func TestConfigCheckRouteWarnings(t *testing.T) {
 	fx := fixture.New(fixture.Options{Name: "check-modern"})
 	modern := httptest.NewServer(fx)
 	t.Cleanup(func() { modern.Close(); fx.Close() })
+	// A 2025-11-25 server in miniature: discover refused as without a session, initialize
+	// answered (no tools), notifications accepted, DELETE ends the session.
 	legacyUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "Bad Request: No valid session ID provided", http.StatusBadRequest) // a 2025-11-25 server's answer to discover
+		body, _ := io.ReadAll(r.Body)
+		switch {
+		case r.Method == http.MethodDelete:
+		case gjson.GetBytes(body, "method").Str == "initialize":
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Mcp-Session-Id", "s1")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"mini","version":"1"}}}`,
+				gjson.GetBytes(body, "id").Raw)
+		case r.Header.Get("Mcp-Session-Id") == "s1" && !gjson.GetBytes(body, "id").Exists():
+			w.WriteHeader(http.StatusAccepted)
+		default:
+			http.Error(w, "Bad Request: No valid session ID provided", http.StatusBadRequest) // a 2025-11-25 server's answer to discover
+		}
 	}))
 	t.Cleanup(legacyUp.Close)
 	file := func(upstream string) string {
@@ -253,13 +270,13 @@ func TestConfigCheckRouteWarnings(t *testing.T) {
 	}
 	st.Close()
 	out, stderr, err := check(p, "--connect")
-	if err != nil || strings.Contains(stderr, "has no effect") || !strings.Contains(out, "# upstream: speaks MCP 2026-07-28") ||
+	if err != nil || strings.Contains(stderr, "has no effect") || !strings.Contains(out, "# upstream: 2025-11-25 clients get the forward route") ||
 		!strings.Contains(out, "# store sqlite:"+db+": ok, read-only") {
 		t.Errorf("config check --connect, modern upstream (%v):\nstdout %s\nstderr %s", err, out, stderr)
 	}
 	p = file(legacyUp.URL + "/mcp")
 	out, stderr, err = check(p, "--connect")
-	if err != nil || !strings.Contains(out, "# upstream: speaks MCP 2025-11-25") ||
+	if err != nil || !strings.Contains(out, "# upstream: 2025-11-25 clients get the legacy-passthrough route") ||
 		!strings.Contains(stderr, p+":3: max_ttl has no effect in front of this MCP 2025-11-25 upstream") {
 		t.Errorf("config check --connect, legacy upstream (%v):\nstdout %s\nstderr %s", err, out, stderr)
 	}
