@@ -25,6 +25,8 @@ const args = JSON.parse(arg("--args", JSON.stringify({ topic: "python", ambiguou
 const answer = JSON.parse(arg("--answer", JSON.stringify({ interpretation: "programming" })));
 const timeoutMs = Number(arg("--timeout", "60000"));
 const doCancel = has("--cancel");
+// The answer to sampling/createMessage (mcp-go's ask_client asks for one).
+const SAMPLING_ANSWER = "pong from ext-tasks-client";
 
 const out = {
   flow: doCancel ? "cancel" : "settle",
@@ -120,6 +122,9 @@ try {
       });
       if (request.kind === "elicitation") return { action: "accept", content: answer };
       if (request.kind === "roots") return { roots: [] };
+      if (request.kind === "sampling") {
+        return { role: "assistant", model: "interop", content: { type: "text", text: SAMPLING_ANSWER } };
+      }
       throw new Error(`unexpected input request ${request.kind}`);
     },
   });

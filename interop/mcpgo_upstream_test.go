@@ -7,7 +7,10 @@ package interop
 // 2026-07-28 clients get reverse translation to it, so both eras keep the server's tasks.
 
 import (
+	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/taskbridge/taskbridge/internal/testenv"
 )
@@ -45,6 +48,54 @@ func TestMcpgoServerBehindBridge(t *testing.T) {
 					t.Errorf("outcome %q (%s)", got, out.Raw)
 				}
 			})
+		})
+	}
+}
+
+// TestMcpgoAskClientBehindBridge (issue 15 acceptance 3): mcp-go's ask_client task sends
+// sampling/createMessage, roots/list and elicitation/create on the upstream session's
+// standalone GET stream, with no related-task _meta, and waits for each answer. The bridge
+// holds that stream open: the modern client (ext-tasks, reverse route) gets the three as
+// inputRequests, the 2025-11-25 client (mcp-go's own, legacy pass-through) as requests on
+// its GET stream; the answers reach the upstream and the task completes.
+func TestMcpgoAskClientBehindBridge(t *testing.T) {
+	srvBin, cliBin := mcpgoBinaries(t)
+	for _, mode := range []string{"dual", "legacy"} {
+		t.Run(mode, func(t *testing.T) {
+			counts := filepath.Join(t.TempDir(), "counts.json")
+			up := startMcpgoServer(t, srvBin, "-mode", mode, "-scale", "0.2", "-count-file", counts)
+			bridge := serveBinary(t, up)
+			t.Run("modern-client", func(t *testing.T) {
+				start := time.Now()
+				out := runExtTasks(t, bridge, "--tool", "ask_client", "--args", `{"timeout":20}`, "--answer", `{"confirm":true}`)
+				t.Logf("ask_client through the reverse route took %s", time.Since(start).Round(time.Millisecond))
+				if got := out.Get("outcome.status").Str; got != "completed" {
+					t.Fatalf("outcome %q, want completed: %s", got, out.Raw)
+				}
+				var kinds []string
+				for _, r := range out.Get("inputRequests").Array() {
+					kinds = append(kinds, r.Get("kind").Str)
+				}
+				if want := []string{"sampling", "roots", "elicitation"}; !slices.Equal(kinds, want) {
+					t.Errorf("inputRequests %v, want %v", kinds, want)
+				}
+				sc := out.Get("outcome.result.structuredContent")
+				if got := sc.Get("sampling.text").Str; got != "pong from ext-tasks-client" {
+					t.Errorf("the upstream got sampling answer %q (%s)", got, sc.Raw)
+				}
+				if got := sc.Get("elicitation.action").Str; got != "accept" {
+					t.Errorf("the upstream got elicitation action %q (%s)", got, sc.Raw)
+				}
+			})
+			t.Run("legacy-client", func(t *testing.T) {
+				start := time.Now()
+				o := runMcpgo(t, cliBin, "-url", bridge, "-flow", "ask_client")
+				t.Logf("ask_client through the legacy pass-through took %s", time.Since(start).Round(time.Millisecond))
+				wantStr(t, o, "finalStatus", "completed")
+				wantTrue(t, o, "resultRelatedTaskMatches")
+				checkAskClient(t, o, "http", "result", "GET")
+			})
+			wantRuns(t, counts, "ask_client", mcpgoCounts{2, 2, 0})
 		})
 	}
 }

@@ -24,6 +24,9 @@ var ErrNoReply = errors.New("legacy: the request is answered by Respond")
 // MCP-Protocol-Version. A session the upstream no longer knows answers 404 to the first
 // request (ErrSessionGone, and Gone turns true). The handle has no initialize result.
 func (c *Client) Adopt(id, version string) *UpstreamSession {
+	if c.tr != nil {
+		return c.tr.adopt(c, version) // a stdio child has one session (transport.go)
+	}
 	return &UpstreamSession{c: c, id: id, version: version}
 }
 
@@ -40,6 +43,9 @@ func (s *UpstreamSession) Respond(ctx context.Context, id json.RawMessage, resul
 		msg = jsonrpc.NewErrorResponse(rid, rpcErr)
 	} else if len(msg.Result) == 0 {
 		msg.Result = json.RawMessage("{}")
+	}
+	if s.c.tr != nil {
+		return s.c.tr.respond(ctx, s, msg)
 	}
 	resp, err := s.post(ctx, msg)
 	if err != nil {

@@ -178,16 +178,42 @@ func (t *StdioTransport) answer(ctx context.Context, s *UpstreamSession, req *js
 	s.handler.Add(1)
 	go func() {
 		defer s.handler.Done()
-		_ = t.p.Reply(context.WithoutCancel(ctx), handle(ctx, req, h))
+		if out := handle(ctx, req, h); out != nil {
+			_ = t.p.Reply(context.WithoutCancel(ctx), out)
+		}
 	}()
 }
 
+// respond is UpstreamSession.Respond over the child: the answer to a server request by
+// its id, written to the child's stdin.
+func (t *StdioTransport) respond(ctx context.Context, s *UpstreamSession, msg *jsonrpc.Message) error {
+	if s.Gone() {
+		return s.upErr("response", 404, ErrSessionGone)
+	}
+	if err := t.p.Reply(ctx, msg); err != nil {
+		return t.wrap(s.c, "response", err)
+	}
+	return nil
+}
+
+// adopt is Client.Adopt over the child: a view of the child's one session as it runs now
+// (a task of an earlier run is gone with it).
+func (t *StdioTransport) adopt(c *Client, version string) *UpstreamSession {
+	if s := t.cached(c); s != nil {
+		return s
+	}
+	return &UpstreamSession{c: c, version: version, gen: t.Generation()}
+}
+
 // handle runs h for req and builds the response message (ping and handler-less requests
-// are answered here).
+// are answered here); nil when h answers later (ErrNoReply: UpstreamSession.Respond).
 func handle(ctx context.Context, req *jsonrpc.Message, h RequestHandler) *jsonrpc.Message {
 	switch {
 	case h != nil:
 		res, err := h(ctx, req)
+		if errors.Is(err, ErrNoReply) {
+			return nil
+		}
 		if err != nil {
 			return jsonrpc.NewErrorResponse(req.ID, err)
 		}

@@ -167,6 +167,8 @@ func (p *Legacy) upstream(ctx context.Context, sess *legacy.Session) (*legacy.Up
 			close(ps.ready)
 			if ps.err != nil {
 				p.forget(sess.ID, ps)
+			} else {
+				p.holdGetStream(sess.ID, ps.s) // getstream.go
 			}
 			return ps.s, ps.err
 		}

@@ -114,6 +114,9 @@ func (r *Reverse) startCall(owner, tool string, params json.RawMessage, intent s
 	go func() {
 		defer r.wg.Done()
 		defer cancel()
+		if hc.asTask {
+			defer r.creatingStarted(owner)() // until the task is registered (getstream.go)
+		}
 		res, sess, err := r.pool.Call(cctx, owner, "tools/call", params, legacy.CallOptions{OnRequest: hc.box.handler()})
 		release()
 		hc.res, hc.err = res, err

@@ -111,6 +111,7 @@ type Reverse struct {
 	mu         sync.Mutex
 	holders    map[string]*holder                 // task id → this process's held tasks/result (held.go)
 	upSessions map[string]*legacy.UpstreamSession // Mcp-Session-Id → handle (opened or adopted)
+	creating   map[string]creations               // owner → task-creating tools/calls in flight (getstream.go)
 	closed     bool
 
 	ctx    context.Context
@@ -136,12 +137,14 @@ func New(cfg Config) (*Reverse, error) {
 	r := &Reverse{
 		cfg: cfg, up: cfg.Upstream, st: cfg.Store, shared: canNotify(cfg.Store),
 		pool: legacy.NewPool(cfg.Upstream), log: cfg.Logger,
-		holders: map[string]*holder{}, upSessions: map[string]*legacy.UpstreamSession{}, gate: cfg.Gate,
+		holders: map[string]*holder{}, upSessions: map[string]*legacy.UpstreamSession{},
+		creating: map[string]creations{}, gate: cfg.Gate,
 		ctx: ctx, cancel: cancel,
 	}
 	if r.gate == nil {
 		r.gate = gate.New(gate.Config{Now: cfg.Now})
 	}
+	r.pool.OnOpen(r.onSessionOpen) // each upstream session's GET stream (getstream.go)
 	r.modern = sep2663.NewServer(sep2663.ServerOptions{Handler: r, MaxBodyBytes: cfg.MaxBodyBytes})
 	return r, nil
 }
