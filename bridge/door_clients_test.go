@@ -41,8 +41,12 @@ type counting struct {
 	n atomic.Int64
 }
 
+// ServeHTTP counts every request but the standalone GET streams the bridge holds open to
+// its own upstream sessions (re-opened in the background, on no client's behalf).
 func (c *counting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	c.n.Add(1)
+	if r.Method != http.MethodGet {
+		c.n.Add(1)
+	}
 	c.h.ServeHTTP(w, r)
 }
 
