@@ -30,6 +30,12 @@ import (
 // log is shown when the test failed.
 func serveBinary(t *testing.T, upstream string, extra ...string) string {
 	t.Helper()
+	return serveWith(t, []string{"--upstream", upstream}, extra...)
+}
+
+// serveWith is serveBinary with the upstream flags given (--upstream URL or --upstream-cmd CMD).
+func serveWith(t *testing.T, upstream []string, extra ...string) string {
+	t.Helper()
 	bin, _ := binaries(t)
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "serve.log")
@@ -37,8 +43,9 @@ func serveBinary(t *testing.T, upstream string, extra ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--upstream", upstream,
-		"--store", "sqlite:" + filepath.Join(dir, "tasks.db"), "--poll-floor-ms", "100", "--log-level", "debug", "--log-format", "json"}, extra...)
+	args := append(append([]string{"serve", "--listen", "127.0.0.1:0"}, upstream...),
+		"--store", "sqlite:" + filepath.Join(dir, "tasks.db"), "--poll-floor-ms", "100", "--log-level", "debug", "--log-format", "json")
+	args = append(args, extra...)
 	cmd := exec.Command(bin, args...)
 	stderr, banner := testenv.WatchServeLog(logf)
 	cmd.Stderr = stderr
