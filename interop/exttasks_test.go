@@ -44,7 +44,7 @@ func serveWith(t *testing.T, upstream []string, extra ...string) string {
 		t.Fatal(err)
 	}
 	args := append(append([]string{"serve", "--listen", "127.0.0.1:0"}, upstream...),
-		"--store", "sqlite:" + filepath.Join(dir, "tasks.db"), "--poll-floor-ms", "100", "--log-level", "debug", "--log-format", "json")
+		"--store", "sqlite:"+filepath.Join(dir, "tasks.db"), "--poll-floor-ms", "100", "--log-level", "debug", "--log-format", "json")
 	args = append(args, extra...)
 	cmd := exec.Command(bin, args...)
 	stderr, banner := testenv.WatchServeLog(logf)
