@@ -7,10 +7,13 @@ package interop
 // 2026-07-28 clients get reverse translation to it, so both eras keep the server's tasks.
 
 import (
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/internal/testenv"
 )
@@ -96,6 +99,41 @@ func TestMcpgoAskClientBehindBridge(t *testing.T) {
 				checkAskClient(t, o, "http", "result", "GET")
 			})
 			wantRuns(t, counts, "ask_client", mcpgoCounts{2, 2, 0})
+		})
+	}
+}
+
+// TestProbeMcpgoFaces: "taskbridge probe" in front of mcp-go shows both faces (dual: a
+// 2026-07-28 face without the tasks extension and a 2025-11-25 face with tasks; legacy-only:
+// the 2025-11-25 face alone) and the route per client era.
+func TestProbeMcpgoFaces(t *testing.T) {
+	srvBin, _ := mcpgoBinaries(t)
+	bin, _ := binaries(t)
+	for _, mode := range []string{"dual", "legacy"} {
+		t.Run(mode, func(t *testing.T) {
+			up := startMcpgoServer(t, srvBin, "-mode", mode)
+			out, err := exec.Command(bin, "probe", up, "--json").Output()
+			if err != nil {
+				t.Fatalf("probe: %v\n%s", err, out)
+			}
+			r := gjson.ParseBytes(out)
+			if got := r.Get("faces.modern").Exists() && r.Get("faces.modern").Type != gjson.Null; got != (mode == "dual") {
+				t.Errorf("modern face present %v in %s mode: %s", got, mode, r.Get("faces").Raw)
+			}
+			if mode == "dual" && r.Get("faces.modern.tasks").Bool() {
+				t.Errorf("mcp-go's modern face shown with tasks: %s", r.Get("faces.modern").Raw)
+			}
+			if !r.Get("faces.legacy.tasks").Bool() {
+				t.Errorf("mcp-go's 2025-11-25 face shown without tasks: %s", r.Get("faces.legacy").Raw)
+			}
+			if got := r.Get("routes.client-2025-11-25.route").Str + "/" + r.Get("routes.client-2026-07-28.route").Str; got != "legacy-passthrough/reverse" {
+				t.Errorf("routes %s, want legacy-passthrough/reverse", got)
+			}
+			for _, d := range r.Get("decisions").Array() {
+				if d.Get("tool").Str == "slow_compute" && d.Get("client-2026-07-28.task.decision").Str != "translate" {
+					t.Errorf("slow_compute for a 2026-07-28 client: %s", d.Raw)
+				}
+			}
 		})
 	}
 }

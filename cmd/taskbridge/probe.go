@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/tidwall/gjson"
-
+	"github.com/taskbridge/taskbridge/bridge"
 	"github.com/taskbridge/taskbridge/fallback"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/redact"
@@ -23,9 +23,25 @@ import (
 
 // probeReport is what "taskbridge probe" prints (--json: exactly this, indented).
 type probeReport struct {
-	URL       string                    `json:"url"`
+	URL string `json:"url"`
+	// Manifest is the face 2025-11-25 clients are served by (the upstream's only face when
+	// it has one); Faces has both, Routes the face and route of each client era.
 	Manifest  fallback.UpstreamManifest `json:"manifest"`
+	Faces     fallback.Shape            `json:"faces"`
+	Routes    eraRoutes                 `json:"routes"`
 	Decisions []toolDecisions           `json:"decisions"`
+}
+
+// eraRoutes are the route of each client era.
+type eraRoutes struct {
+	Legacy eraRoute `json:"client-2025-11-25"`
+	Modern eraRoute `json:"client-2026-07-28"`
+}
+
+type eraRoute struct {
+	Face   fallback.Era `json:"face"`
+	Route  string       `json:"route"`
+	Reason string       `json:"reason"`
 }
 
 // toolDecisions are the routes of one tool for each client era.
@@ -53,8 +69,9 @@ func cmdProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	c := command{name: "probe", synopsis: "probe URL [--header 'NAME: VALUE']… [--json | --wide] [--timeout 10s] [--host-allow a,b] [--host-deny a,b] [--no-hosting]",
-		about: "Prints the upstream's capability manifest (era, versions, extensions, tools) and the route the bridge\n" +
-			"would take per tool for a 2025-11-25 and a 2026-07-28 client. It needs no store.", maxArgs: 1}
+		about: "Prints both faces of the upstream (server/discover and 2025-11-25 initialize: era, versions, extensions,\n" +
+			"tasks, tools), the route per client era, and the route the bridge would take per tool for a 2025-11-25\n" +
+			"and a 2026-07-28 client. It needs no store.", maxArgs: 1}
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	wide := fs.Bool("wide", false, "the table with every column (hints, advertised taskSupport, the reason of each decision)")
 	timeout := fs.Duration("timeout", 10*time.Second, "bound on the whole probe")
@@ -74,11 +91,11 @@ func cmdProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	url := pos[0]
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	m, err := probeUpstream(ctx, url, headers.h)
+	shape, routes, err := probeUpstream(ctx, url, headers.h)
 	if err != nil {
 		return err
 	}
-	rep := buildReport(redact.URL(url), m, fallback.Policy{HostAllow: splitList(*allow), HostDeny: splitList(*deny), NoHosting: *noHosting})
+	rep := buildReport(redact.URL(url), shape, routes, fallback.Policy{HostAllow: splitList(*allow), HostDeny: splitList(*deny), NoHosting: *noHosting})
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -107,82 +124,54 @@ func (f *headerFlag) Set(v string) error {
 	return nil
 }
 
-// probeUpstream detects the era as 2026-07-28 prescribes (server/discover first; a
-// non-modern error means a legacy server, then initialize) and lists the tools.
-func probeUpstream(ctx context.Context, url string, h http.Header) (fallback.UpstreamManifest, error) {
+// probeUpstream reads both faces of the upstream as the bridge does (bridge.Probe:
+// server/discover, then a 2025-11-25 initialize when it may find something) and picks the
+// face each client era is served by (fallback.ChooseRoutes).
+func probeUpstream(ctx context.Context, url string, h http.Header) (fallback.Shape, fallback.Routes, error) {
 	shown := redact.URL(url) // what errors may name
 	mc := sep2663.NewClient(sep2663.ClientOptions{URL: url, Header: h, ClientInfo: sep2663.Implementation{Name: "taskbridge-probe", Version: version}})
-	d, derr := mc.Discover(ctx)
-	if derr == nil {
-		m := fallback.FromDiscover(d)
-		err := listTools(ctx, &m, func(params json.RawMessage) (json.RawMessage, error) {
-			return mc.Call(ctx, "tools/list", params, sep2663.RequestMeta{}, nil)
-		})
-		return m, err
-	}
-	if !fallback.DiscoverMeansLegacy(derr) {
-		var je *jsonrpc.Error
-		if errors.As(derr, &je) {
-			return fallback.UpstreamManifest{}, fmt.Errorf("%s speaks MCP 2026-07-28 but refused server/discover: %d %s", shown, je.Code, je.Message)
-		}
-		return fallback.UpstreamManifest{}, fmt.Errorf("%s does not speak MCP: server/discover: %v", shown, derr)
-	}
 	lc := legacy.NewClient(legacy.ClientOptions{URL: url, Header: h, Capabilities: json.RawMessage(`{}`),
 		ClientInfo: legacy.Implementation{Name: "taskbridge-probe", Version: version}})
-	sess, err := lc.Connect(ctx)
+	shape, err := bridge.Probe(ctx, bridge.ProbeClients{Modern: mc, Legacy: lc})
 	if err != nil {
-		return fallback.UpstreamManifest{}, fmt.Errorf("%s does not speak MCP: server/discover: %v; initialize: %v", shown, derr, err)
+		return shape, fallback.Routes{}, fmt.Errorf("%s does not speak MCP: %w", shown, err)
 	}
-	defer sess.Close(context.WithoutCancel(ctx))
-	_, raw := sess.InitializeResult()
-	m, err := fallback.FromInitialize(raw)
+	routes, err := fallback.ChooseRoutes(shape)
 	if err != nil {
-		return m, err
+		return shape, routes, fmt.Errorf("%s does not speak MCP: %w", shown, err)
 	}
-	return m, listTools(ctx, &m, func(params json.RawMessage) (json.RawMessage, error) {
-		return sess.Call(ctx, "tools/list", params, legacy.CallOptions{})
-	})
+	return shape, routes, nil
 }
 
-// listTools reads every tools/list page into m.Tools (at most 100 pages).
-func listTools(ctx context.Context, m *fallback.UpstreamManifest, call func(json.RawMessage) (json.RawMessage, error)) error {
-	cursor := ""
-	for range 100 {
-		params := json.RawMessage(`{}`)
-		if cursor != "" {
-			params, _ = json.Marshal(map[string]string{"cursor": cursor})
-		}
-		res, err := call(params)
-		if err != nil {
-			return fmt.Errorf("tools/list: %w", err)
-		}
-		m.Tools = append(m.Tools, fallback.ToolsFromList(m.Era, res)...)
-		if cursor = gjson.GetBytes(res, "nextCursor").Str; cursor == "" {
-			return nil
-		}
-	}
-	return errors.New("tools/list: more than 100 pages")
-}
-
-// buildReport computes, per tool, what the bridge would do for each client era.
-func buildReport(url string, m fallback.UpstreamManifest, p fallback.Policy) probeReport {
-	rep := probeReport{URL: url, Manifest: m, Decisions: []toolDecisions{}}
+// buildReport computes, per tool, what the bridge would do for each client era, each
+// against the face that client era is served by.
+func buildReport(url string, shape fallback.Shape, routes fallback.Routes, p fallback.Policy) probeReport {
+	lm, mm := *shape.Face(routes.Legacy.Face), *shape.Face(routes.Modern.Face)
+	rep := probeReport{URL: url, Manifest: lm, Faces: shape, Decisions: []toolDecisions{},
+		Routes: eraRoutes{
+			Legacy: eraRoute{Face: routes.Legacy.Face, Route: string(routeOf(routes.Legacy, true)), Reason: routes.Legacy.Reason},
+			Modern: eraRoute{Face: routes.Modern.Face, Route: string(routeOf(routes.Modern, false)), Reason: routes.Modern.Reason},
+		}}
 	legacyClient := fallback.LegacyClient(legacy.ProtocolVersion)
 	modern := func(tasks bool) fallback.ClientManifest {
 		return fallback.ClientManifest{Era: fallback.EraModern, Version: sep2663.ProtocolVersion, Tasks: tasks}
 	}
-	for _, t := range m.Tools {
+	for _, t := range lm.Tools {
 		ti := p.Apply(t)
+		mt := ti
+		if i := slices.IndexFunc(mm.Tools, func(x fallback.Tool) bool { return x.Name == t.Name }); i >= 0 {
+			mt = p.Apply(mm.Tools[i])
+		}
 		rep.Decisions = append(rep.Decisions, toolDecisions{
 			Tool: t.Name,
 			Legacy: clientDecisions{
-				TaskSupport: string(fallback.TaskSupport(legacyClient, m, ti)),
-				Task:        asJSON(fallback.Decide(legacyClient, m, ti, fallback.Request{Task: true})),
-				Sync:        asJSON(fallback.Decide(legacyClient, m, ti, fallback.Request{})),
+				TaskSupport: string(fallback.TaskSupport(legacyClient, lm, ti)),
+				Task:        asJSON(fallback.Decide(legacyClient, lm, ti, fallback.Request{Task: true})),
+				Sync:        asJSON(fallback.Decide(legacyClient, lm, ti, fallback.Request{})),
 			},
 			Modern: clientDecisions{
-				Task: asJSON(fallback.Decide(modern(true), m, ti, fallback.Request{Task: true})),
-				Sync: asJSON(fallback.Decide(modern(false), m, ti, fallback.Request{})),
+				Task: asJSON(fallback.Decide(modern(true), mm, mt, fallback.Request{Task: true})),
+				Sync: asJSON(fallback.Decide(modern(false), mm, mt, fallback.Request{})),
 			},
 		})
 	}
@@ -203,7 +192,10 @@ func printReport(w io.Writer, r probeReport, wide bool) {
 	fmt.Fprintf(w, "server          %s %s\n", termSafe(m.Server.Name), termSafe(m.Server.Version))
 	fmt.Fprintf(w, "extensions      %s\n", orNone(termSafe(strings.Join(m.Extensions, ", "))))
 	fmt.Fprintf(w, "tasks           %v (operations: %s)\n", m.Tasks, orNone(termSafe(strings.Join(m.TaskOperations, ", "))))
-	fmt.Fprintf(w, "tools           %d\n\n", len(m.Tools))
+	fmt.Fprintf(w, "tools           %d\n", len(m.Tools))
+	fmt.Fprintf(w, "faces           %s\n", faceLine(r.Faces))
+	fmt.Fprintf(w, "2025-11-25      %s route to the %s face (%s)\n", r.Routes.Legacy.Route, r.Routes.Legacy.Face, r.Routes.Legacy.Reason)
+	fmt.Fprintf(w, "2026-07-28      %s route to the %s face (%s)\n\n", r.Routes.Modern.Route, r.Routes.Modern.Face, r.Routes.Modern.Reason)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if wide {
 		fmt.Fprintln(tw, "TOOL\tMODE\tHINTS\t2025-11-25 ADVERTISED\t2025-11-25 TASK\t2025-11-25 SYNC\t2026-07-28 TASK\t2026-07-28 SYNC")
@@ -224,6 +216,17 @@ func printReport(w io.Writer, r probeReport, wide bool) {
 	if !wide && len(r.Decisions) > 0 {
 		fmt.Fprintln(w, "\n(--wide adds the annotations, the advertised taskSupport and the reason of each decision; --json all of it)")
 	}
+}
+
+// faceLine names each face found and whether it has tasks.
+func faceLine(s fallback.Shape) string {
+	var parts []string
+	for _, m := range []*fallback.UpstreamManifest{s.Modern, s.Legacy} {
+		if m != nil {
+			parts = append(parts, fmt.Sprintf("%s (protocol %s, tasks %v)", m.Era, termSafe(m.ProtocolVersion), m.Tasks))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // compact is a decision without its reason; a refusal keeps its error code.

@@ -141,6 +141,16 @@ func TestProbeManifests(t *testing.T) {
 	if got := decision(lg, "slow_compute", "client-2025-11-25.task.decision"); got != "passthrough" {
 		t.Errorf("legacy slow_compute legacy task: %s", got)
 	}
+	// Both faces and the route per client era.
+	for name, r := range map[string]gjson.Result{"fixture": fx, "legacy": lg} {
+		if got, want := r.Get("routes.client-2025-11-25.route").Str+"/"+r.Get("routes.client-2026-07-28.route").Str,
+			map[string]string{"fixture": "forward/modern-passthrough", "legacy": "legacy-passthrough/reverse"}[name]; got != want {
+			t.Errorf("%s routes %s, want %s", name, got, want)
+		}
+	}
+	if fx.Get("faces.legacy").Type != gjson.Null || lg.Get("faces.modern").Type != gjson.Null || !lg.Get("faces.legacy.tasks").Bool() {
+		t.Errorf("faces: fixture %s, legacy %s", fx.Get("faces").Raw, lg.Get("faces").Raw)
+	}
 }
 
 func TestProbeNotMCP(t *testing.T) {
