@@ -48,6 +48,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/auth"
 	"github.com/taskbridge/taskbridge/internal/defaults"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/trace"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/sep2663"
 )
@@ -242,8 +243,13 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	era := eraOf(r, body)
+	ctx = trace.WithLabels(ctx, d.labels(r, era))
 	if legacy.IsWebSocketUpgrade(r) {
-		ctx = legacy.WithAdmission(ctx, d.connAdmission(ctx))
+		ctx = legacy.WithAdmission(ctx, d.connAdmission(ctx)) // spans: one per message (legacy face)
+	} else {
+		var end trace.End
+		ctx, end = d.startSpan(ctx, r, body)
+		defer end(nil)
 	}
 	r = r.WithContext(ctx)
 	if body != nil {
@@ -389,9 +395,32 @@ func (d *Door) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error {
 		ctx = auth.WithPrincipal(ctx, p)
 		key = "principal:" + p.Key()
 	}
+	ctx = trace.WithLabels(ctx, trace.Labels{Route: string(d.ep.legacyRoute), Era: trace.Legacy, Transport: string(TransportStdio)})
 	// The limiter is read per message: a reload that sets or lifts the rate applies here too.
 	ctx = legacy.WithAdmission(ctx, func(context.Context) error { return d.limit.Load().admit(key) })
 	return d.ep.legacy.ServeStdio(ctx, r, w, legacy.StdioOptions{MaxLineBytes: int(d.cfg.MaxBodyBytes)})
+}
+
+// labels are what a request's spans say of it: route, client era, transport.
+func (d *Door) labels(r *http.Request, era clientEra) trace.Labels {
+	l := trace.Labels{Route: string(d.ep.legacyRoute), Era: trace.Legacy, Transport: string(TransportHTTP)}
+	if era == eraModern {
+		l.Route, l.Era = string(d.ep.modernRoute), trace.Modern
+	}
+	if legacy.IsWebSocketUpgrade(r) {
+		l.Transport = string(TransportWebSocket)
+	}
+	return l
+}
+
+// startSpan starts the server span of one HTTP request (internal/trace; a no-op while
+// tracing is off): a POST's is named by its JSON-RPC method, a GET's or DELETE's by the
+// HTTP method. Only routing fields are read from the body, never a payload.
+func (d *Door) startSpan(ctx context.Context, r *http.Request, body []byte) (context.Context, trace.End) {
+	if r.Method == http.MethodPost {
+		return trace.StartRequest(ctx, r.Header, body)
+	}
+	return trace.StartHTTP(ctx, r)
 }
 
 // connAdmission is the per-message rate limit of a WebSocket connection: its principal's

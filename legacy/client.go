@@ -33,6 +33,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/redact"
 	"github.com/taskbridge/taskbridge/internal/sse"
+	"github.com/taskbridge/taskbridge/internal/trace"
 	"github.com/taskbridge/taskbridge/internal/upstream"
 )
 
@@ -241,6 +242,7 @@ func (s *UpstreamSession) post(ctx context.Context, msg *jsonrpc.Message) (*http
 		return nil, s.upErr(method, 0, err)
 	}
 	s.headers(req.Header)
+	trace.InjectHeaders(ctx, req.Header)
 	resp, err := s.c.http.Do(req)
 	if err != nil {
 		return nil, s.upErr(method, 0, err)
@@ -262,9 +264,11 @@ func (s *UpstreamSession) checkAccepted(resp *http.Response, method string) erro
 
 // roundTrip sends a request and reads its reply (JSON or SSE), returning the result and
 // the response headers.
-func (s *UpstreamSession) roundTrip(ctx context.Context, method string, params json.RawMessage, o CallOptions) (json.RawMessage, http.Header, error) {
+func (s *UpstreamSession) roundTrip(ctx context.Context, method string, params json.RawMessage, o CallOptions) (_ json.RawMessage, _ http.Header, err error) {
+	ctx, end := trace.StartUpstream(ctx, trace.Legacy, method)
+	defer func() { end(err) }()
 	id := jsonrpc.IntID(s.nextID.Add(1))
-	msg := &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: id, Method: method, Params: params}
+	msg := &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: id, Method: method, Params: trace.InjectMeta(ctx, params)}
 	resp, err := s.post(ctx, msg)
 	if err != nil {
 		return nil, nil, err

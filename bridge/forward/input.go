@@ -14,6 +14,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonobj"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/redact"
+	"github.com/taskbridge/taskbridge/internal/trace"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
 	"github.com/taskbridge/taskbridge/record"
@@ -440,6 +441,7 @@ func (b *Bridge) answerInput(ctx context.Context, sess *legacy.Session, msg *jso
 		b.log.Warn().Str("request", redact.Field(id)).Msg("answer from a session that does not own the task dropped")
 		return
 	}
+	trace.Task(ctx, rec.ID, rec.TraceParent)
 	resp, err := responseToInput(in.Method, msg)
 	if err != nil {
 		b.log.Info().Err(err).Str("task", rec.ID).Msg("input answer not usable")
