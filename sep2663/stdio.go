@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/rs/zerolog"
 	"github.com/tidwall/gjson"
 
@@ -68,8 +69,8 @@ type StdioOptions struct {
 	// CloseWait is how long Close waits for the child to exit after closing its stdin,
 	// TermWait how long after SIGTERM before SIGKILL. Defaults 5 s and 5 s.
 	CloseWait, TermWait time.Duration
-	// RestartMin and RestartMax bound the restart backoff (doubling; reset when a child
-	// lived longer than RestartMax). Defaults 200 ms and 30 s.
+	// RestartMin and RestartMax bound the restart backoff (cenkalti/backoff/v5: doubling,
+	// jittered ±20% within the bounds; reset when a child lived longer than RestartMax). Defaults 200 ms and 30 s.
 	RestartMin, RestartMax time.Duration
 	// MaxLineBytes caps one line from the child (default 64 MiB, as maxBody).
 	MaxLineBytes int
@@ -234,7 +235,7 @@ func (t *StdioTransport) spawn() (*stdioChild, error) {
 // Close.
 func (t *StdioTransport) supervise(ch *stdioChild) {
 	defer close(t.done)
-	backoff := t.o.RestartMin
+	bo := restartBackoff(t.o.RestartMin, t.o.RestartMax)
 	for {
 		started := time.Now()
 		select {
@@ -247,15 +248,14 @@ func (t *StdioTransport) supervise(ch *stdioChild) {
 		t.down(ch)
 		t.log.Warn().Int("pid", ch.cmd.Process.Pid).Str("exit", ch.cmd.ProcessState.String()).Msg("upstream child exited; restarting")
 		if time.Since(started) > t.o.RestartMax {
-			backoff = t.o.RestartMin
+			bo.Reset()
 		}
 		for {
 			select {
 			case <-t.stop:
 				return
-			case <-time.After(backoff):
+			case <-time.After(jittered(bo, t.o.RestartMin, t.o.RestartMax)):
 			}
-			backoff = min(backoff*2, t.o.RestartMax)
 			next, err := t.spawn()
 			if err == nil {
 				ch = next
@@ -264,6 +264,20 @@ func (t *StdioTransport) supervise(ch *stdioChild) {
 			t.log.Error().Err(err).Msg("upstream child restart failed")
 		}
 	}
+}
+
+// restartBackoff is the child restarts' backoff (cenkalti/backoff/v5): doubling from lo
+// to hi, each wait jittered by ±20% so a fleet of bridges does not restart its children in
+// step.
+func restartBackoff(lo, hi time.Duration) *backoff.ExponentialBackOff {
+	bo := &backoff.ExponentialBackOff{InitialInterval: lo, RandomizationFactor: 0.2, Multiplier: 2, MaxInterval: hi}
+	bo.Reset()
+	return bo
+}
+
+// jittered is bo's next wait, kept within [lo, hi] (the jitter never breaks the limits).
+func jittered(bo backoff.BackOff, lo, hi time.Duration) time.Duration {
+	return min(max(bo.NextBackOff(), lo), hi)
 }
 
 // down unpublishes a dead child and fails the calls waiting on it.
