@@ -473,7 +473,7 @@ func (b *Bridge) askedHere(ctx context.Context, sess *legacy.Session, a *ask) bo
 // forwardAnswer sends one answer upstream with tasks/update and records that it went.
 func (b *Bridge) forwardAnswer(ctx context.Context, rec *record.Task, key string, resp json.RawMessage) {
 	sess, _ := b.session(ctx, rec.SessionID)
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.CancelTimeout)
+	cctx, cancel := context.WithTimeout(trace.ForTask(context.WithoutCancel(ctx), rec.ID, rec.TraceParent), b.cfg.CancelTimeout)
 	defer cancel()
 	err := b.up.UpdateTask(cctx, rec.UpstreamTaskID, sep2663.InputResponses{key: resp}, b.meta(sess))
 	if err != nil {

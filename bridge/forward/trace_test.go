@@ -50,7 +50,7 @@ func (u *upstreamWatch) all() []upstreamSeen {
 }
 
 // TestTraceOfOneForwardTask is issue 18's acceptance 3: one forward task (create, polls,
-// input relay, result) exported to an in-process OTLP/HTTP collector yields spans under the
+// input relay, result; and a second one cancelled) exported to an in-process OTLP/HTTP collector yields spans under the
 // client's trace id, linked to the create span and carrying the task id; the upstream gets
 // the trace context in its headers and in params._meta; no span attribute holds an
 // argument, a result or a header value the client planted.
@@ -99,13 +99,16 @@ func TestTraceOfOneForwardTask(t *testing.T) {
 	if got := res.Get("content.0.text").Str; got != "Deleted "+canaryArg+".txt" {
 		t.Fatalf("result = %s", res.Raw)
 	}
+	// A second task, cancelled: the cancel links to its own create.
+	tid2 := call(t, c, "tools/call", raw(`{"name":"long_job","arguments":{"seconds":600},"task":{}}`)).Get("task.taskId").Str
+	call(t, c, "tasks/cancel", raw(`{"taskId":"`+tid2+`"}`))
 	e.b.Close(context.Background()) // the bridge's own polls end
 	// A server span ends just after its answer went out: wait (bounded) for the last one.
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if err := trace.Flush(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if hasSpan(rcv.Spans(), "tasks/result", tid) && hasSpan(rcv.Spans(), "response", tid) {
+		if hasSpan(rcv.Spans(), "tasks/result", tid) && hasSpan(rcv.Spans(), "response", tid) && hasSpan(rcv.Spans(), "tasks/cancel", tid2) {
 			break
 		}
 	}
@@ -120,6 +123,7 @@ func TestTraceOfOneForwardTask(t *testing.T) {
 	}
 	checkTaskTrace(t, spans, tid, clientTrace, headerSpan, metaSpan)
 	checkUpstreamGotContext(t, watch.all(), spans, clientTrace)
+	checkCancelLinked(t, spans, tid2)
 	for _, s := range spans {
 		for _, kv := range s.Attributes {
 			v := kv.Value.String()
@@ -163,7 +167,7 @@ func checkTaskTrace(t *testing.T, spans []*tracepb.Span, tid, clientTrace, heade
 			continue
 		}
 		byName[s.Name] = append(byName[s.Name], s)
-		if s.Name == "tools/call" && s.Kind == tracepb.Span_SPAN_KIND_SERVER {
+		if s.Name == "tools/call" && s.Kind == tracepb.Span_SPAN_KIND_SERVER && attr(s, trace.AttrTaskID) == tid {
 			create = s
 		}
 	}
@@ -208,6 +212,11 @@ func checkTaskTrace(t *testing.T, spans []*tracepb.Span, tid, clientTrace, heade
 	if polls == 0 {
 		t.Errorf("no upstream tasks/get span of the bridge's polls as a child of the create span")
 	}
+	for _, s := range byName["upstream tasks/update"] {
+		if attr(s, trace.AttrTaskID) != tid {
+			t.Errorf("upstream tasks/update (input relay) span without the task id: %v", s.Attributes)
+		}
+	}
 	if len(byName["upstream tools/call"]) == 0 || len(byName["upstream tasks/update"]) == 0 {
 		t.Errorf("upstream spans under the client's trace: tools/call %d, tasks/update %d; want both",
 			len(byName["upstream tools/call"]), len(byName["upstream tasks/update"]))
@@ -243,4 +252,31 @@ func checkUpstreamGotContext(t *testing.T, seen []upstreamSeen, spans []*tracepb
 			t.Errorf("the upstream got no %s with the propagated trace context", m)
 		}
 	}
+}
+
+// checkCancelLinked: the tasks/cancel span of task tid links to that task's create span,
+// and the upstream tasks/cancel is its child.
+func checkCancelLinked(t *testing.T, spans []*tracepb.Span, tid string) {
+	t.Helper()
+	var create, cancel *tracepb.Span
+	for _, s := range spans {
+		switch {
+		case s.Name == "tools/call" && attr(s, trace.AttrTaskID) == tid:
+			create = s
+		case s.Name == "tasks/cancel" && attr(s, trace.AttrTaskID) == tid:
+			cancel = s
+		}
+	}
+	if create == nil || cancel == nil {
+		t.Fatalf("spans of the cancelled task: create %v, cancel %v", create != nil, cancel != nil)
+	}
+	if len(cancel.Links) != 1 || hexOf(cancel.Links[0].SpanId) != hexOf(create.SpanId) {
+		t.Errorf("tasks/cancel links %v, want the create span %s", cancel.Links, hexOf(create.SpanId))
+	}
+	for _, s := range spans {
+		if s.Name == "upstream tasks/cancel" && hexOf(s.ParentSpanId) == hexOf(cancel.SpanId) {
+			return
+		}
+	}
+	t.Errorf("no upstream tasks/cancel span under the client's tasks/cancel")
 }

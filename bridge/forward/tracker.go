@@ -515,7 +515,7 @@ func (b *Bridge) settle(ctx context.Context, minAge time.Duration) {
 		}
 		if rec.Status == record.StatusCancelled {
 			sess, _ := b.session(ctx, rec.SessionID)
-			cctx, cancel := context.WithTimeout(ctx, b.cfg.CancelTimeout)
+			cctx, cancel := context.WithTimeout(trace.ForTask(ctx, rec.ID, rec.TraceParent), b.cfg.CancelTimeout)
 			if err := b.up.CancelTask(cctx, rec.UpstreamTaskID, b.meta(sess)); err != nil {
 				b.log.Warn().Err(err).Str("task", rec.ID).Msg("resent upstream tasks/cancel failed; still watching")
 			}
