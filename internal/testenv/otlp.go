@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -18,9 +19,10 @@ import (
 type OTLPReceiver struct {
 	URL string // base URL, as otel_endpoint takes it
 
-	mu      sync.Mutex
-	spans   []*tracepb.Span
-	refused []string
+	mu        sync.Mutex
+	spans     []*tracepb.Span
+	resources []*resourcepb.Resource
+	refused   []string
 }
 
 // NewOTLPReceiver starts a receiver on loopback, closed when the test ends.
@@ -37,6 +39,13 @@ func (o *OTLPReceiver) Spans() []*tracepb.Span {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return append([]*tracepb.Span(nil), o.spans...)
+}
+
+// Resources returns the resource of every batch received (service.name, …).
+func (o *OTLPReceiver) Resources() []*resourcepb.Resource {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]*resourcepb.Resource(nil), o.resources...)
 }
 
 // Refused lists the exports it could not take (wrong path, content type or protobuf).
@@ -74,6 +83,7 @@ func (o *OTLPReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	o.mu.Lock()
 	for _, rs := range req.ResourceSpans {
+		o.resources = append(o.resources, rs.Resource)
 		for _, ss := range rs.ScopeSpans {
 			o.spans = append(o.spans, ss.Spans...)
 		}

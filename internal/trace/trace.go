@@ -114,8 +114,9 @@ func Start(ctx context.Context, c Config) (shutdown func(context.Context) error,
 	if name == "" {
 		name = "taskbridge"
 	}
-	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(
-		attribute.String("service.name", name), attribute.String("service.version", c.ServiceVersion)))
+	// Ours first, then OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME, which win.
+	res, err := resource.New(ctx, resource.WithAttributes(attribute.String("service.name", name),
+		attribute.String("service.version", c.ServiceVersion)), resource.WithFromEnv(), resource.WithTelemetrySDK())
 	if err != nil {
 		res = resource.Default()
 	}

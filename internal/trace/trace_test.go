@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+
+	"github.com/taskbridge/taskbridge/internal/testenv"
 )
 
 // TestOffTouchesNothing: with tracing off the hooks leave the context, the headers and the
@@ -42,5 +44,46 @@ func BenchmarkHooksOff(b *testing.B) {
 		Task(uc, "t", "")
 		uend(nil)
 		end(nil)
+	}
+}
+
+// TestOnExportsWithServiceName: on, a span reaches an OTLP/HTTP collector named by
+// service.name and service.version, and OTEL_SERVICE_NAME wins over the default name.
+func TestOnExportsWithServiceName(t *testing.T) {
+	for _, envName := range []string{"", "bridge-eu-1"} {
+		t.Setenv("OTEL_SERVICE_NAME", envName)
+		rcv := testenv.NewOTLPReceiver(t)
+		shutdown, err := Start(context.Background(), Config{Endpoint: rcv.URL, ServiceName: "taskbridge", ServiceVersion: "v9"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, end := StartUpstream(context.Background(), Modern, "tools/call")
+		end(nil)
+		if err := shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		want := "taskbridge"
+		if envName != "" {
+			want = envName
+		}
+		got := map[string]string{}
+		for _, r := range rcv.Resources() {
+			for _, kv := range r.Attributes {
+				got[kv.Key] = kv.Value.GetStringValue()
+			}
+		}
+		if len(rcv.Spans()) != 1 || got["service.name"] != want || got["service.version"] != "v9" {
+			t.Errorf("OTEL_SERVICE_NAME=%q: %d spans, resource %v; want service.name %q", envName, len(rcv.Spans()), got, want)
+		}
+		if InjectMeta(context.Background(), json.RawMessage(`{}`)) == nil || TraceParent(context.Background()) != "" {
+			t.Error("after shutdown tracing must be off")
+		}
+	}
+}
+
+// TestBadEndpointIsAnError: otel_endpoint must be an http(s) URL.
+func TestBadEndpointIsAnError(t *testing.T) {
+	if _, err := Start(context.Background(), Config{Endpoint: "collector:4318"}); err == nil {
+		t.Error("a URL without a scheme was accepted")
 	}
 }
