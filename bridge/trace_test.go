@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/testenv"
 	"github.com/taskbridge/taskbridge/internal/trace"
 	"github.com/taskbridge/taskbridge/legacy"
+	"github.com/taskbridge/taskbridge/sep2663"
 )
 
 // legacyWatch records the trace context a 2025-11-25 upstream receives per method: the
@@ -117,6 +119,20 @@ func TestSpansOnEveryRouteAndTransport(t *testing.T) {
 			t.Fatalf("%s/%s: %s: %v", d.route, d.tr, d.method, err)
 		}
 	}
+	// A reverse task: its tasks/get links to its create, which the bridge stored.
+	mc, err := dialModern(rev, aliceKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := mc.(*modernHTTP).c.CallTool(ctx, json.RawMessage(`{"name":"long","arguments":{}}`), sep2663.RequestMeta{}, nil)
+	if err != nil || out.Kind != sep2663.KindTask {
+		t.Fatalf("reverse task: %v, %+v", err, out)
+	}
+	rtid := out.Task.TaskID
+	if _, err := mc.(*modernHTTP).c.GetTask(ctx, rtid, sep2663.RequestMeta{}); err != nil {
+		t.Fatal(err)
+	}
+
 	// A span ends just after its answer went out: wait (bounded) until each has arrived.
 	want := func(i int) (string, string, string, string) {
 		return dials[i].method, string(dials[i].route), string(dials[i].tr), dials[i].era
@@ -126,7 +142,7 @@ func TestSpansOnEveryRouteAndTransport(t *testing.T) {
 		if err := trace.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if spans = rcv.Spans(); missingSpans(spans, len(dials), want) == "" || time.Now().After(deadline) {
+		if spans = rcv.Spans(); missingSpans(spans, len(dials), want) == "" && reverseLinked(spans, rtid) || time.Now().After(deadline) {
 			break
 		}
 	}
@@ -147,6 +163,9 @@ func TestSpansOnEveryRouteAndTransport(t *testing.T) {
 	}
 	if missing := missingSpans(spans, len(dials), want); missing != "" {
 		t.Errorf("no server span for: %s", missing)
+	}
+	if !reverseLinked(spans, rtid) {
+		t.Errorf("the reverse route's tasks/get of task %s has no link to its create span", rtid)
 	}
 	for _, d := range dials {
 		if d.upstream == "" {
@@ -188,4 +207,26 @@ func missingSpans(spans []*tracepb.Span, n int, want func(int) (method, route, t
 		}
 	}
 	return strings.Join(missing, ", ")
+}
+
+// reverseLinked: a reverse-route tasks/get span about task tid links to the tools/call span
+// that created it.
+func reverseLinked(spans []*tracepb.Span, tid string) bool {
+	var create []byte
+	for _, s := range spans {
+		if s.Name == "tools/call" && spanAttr(s, trace.AttrRoute) == string(bridge.RouteReverse) && spanAttr(s, trace.AttrTaskID) == tid {
+			create = s.SpanId
+		}
+	}
+	for _, s := range spans {
+		if s.Name != "tasks/get" || spanAttr(s, trace.AttrTaskID) != tid {
+			continue
+		}
+		for _, l := range s.Links {
+			if create != nil && bytes.Equal(l.SpanId, create) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonobj"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/redact"
+	"github.com/taskbridge/taskbridge/internal/trace"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
 	"github.com/taskbridge/taskbridge/record"
@@ -68,7 +69,7 @@ func (r *Reverse) hold(rec *record.Task) {
 // breaks, and records the answer. A vanished session marks the task lost. It stops when
 // the bridge closes, or a minute after the task's ttl ran out.
 func (r *Reverse) holdResult(rec *record.Task) {
-	ctx := r.ctx
+	ctx := trace.ForTask(r.ctx, rec.ID, rec.TraceParent) // a child of the create span
 	if exp, ok := rec.ExpiresAt(); ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, exp.Add(time.Minute))
