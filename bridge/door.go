@@ -48,6 +48,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/auth"
 	"github.com/taskbridge/taskbridge/internal/defaults"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/trace"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/sep2663"
 )
@@ -260,8 +261,13 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	era := eraOf(r, body)
+	ctx = trace.WithLabels(ctx, d.labels(r, era))
 	if legacy.IsWebSocketUpgrade(r) {
-		ctx = legacy.WithAdmission(ctx, d.connAdmission(ctx))
+		ctx = legacy.WithAdmission(ctx, d.connAdmission(ctx)) // spans: one per message (legacy face)
+	} else {
+		var end trace.End
+		ctx, end = d.startSpan(ctx, r, body)
+		defer end(nil)
 	}
 	r = r.WithContext(ctx)
 	if body != nil {
@@ -461,7 +467,33 @@ func (d *Door) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error {
 			return ctx.Err()
 		}
 	}
-	return d.engine.endpoints().legacy.ServeStdio(ctx, r, w, legacy.StdioOptions{MaxLineBytes: int(d.cfg.MaxBodyBytes)})
+	ep := d.engine.endpoints()
+	ctx = trace.WithLabels(ctx, trace.Labels{Route: string(ep.legacyRoute), Era: trace.Legacy, Transport: string(TransportStdio)})
+	return ep.legacy.ServeStdio(ctx, r, w, legacy.StdioOptions{MaxLineBytes: int(d.cfg.MaxBodyBytes)})
+}
+
+// labels are what a request's spans say of it: route, client era, transport. The routes
+// are the engine's now (empty before a Router's first probe).
+func (d *Door) labels(r *http.Request, era clientEra) trace.Labels {
+	ep := d.engine.endpoints()
+	l := trace.Labels{Route: string(ep.legacyRoute), Era: trace.Legacy, Transport: string(TransportHTTP)}
+	if era == eraModern {
+		l.Route, l.Era = string(ep.modernRoute), trace.Modern
+	}
+	if legacy.IsWebSocketUpgrade(r) {
+		l.Transport = string(TransportWebSocket)
+	}
+	return l
+}
+
+// startSpan starts the server span of one HTTP request (internal/trace; a no-op while
+// tracing is off): a POST's is named by its JSON-RPC method, a GET's or DELETE's by the
+// HTTP method. Only routing fields are read from the body, never a payload.
+func (d *Door) startSpan(ctx context.Context, r *http.Request, body []byte) (context.Context, trace.End) {
+	if r.Method == http.MethodPost {
+		return trace.StartRequest(ctx, r.Header, body)
+	}
+	return trace.StartHTTP(ctx, r)
 }
 
 // connAdmission is the per-message rate limit of a WebSocket connection: its principal's

@@ -33,6 +33,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/redact"
 	"github.com/taskbridge/taskbridge/internal/sse"
+	"github.com/taskbridge/taskbridge/internal/trace"
 	"github.com/taskbridge/taskbridge/internal/upstream"
 )
 
@@ -272,6 +273,7 @@ func (s *UpstreamSession) post(ctx context.Context, msg *jsonrpc.Message) (*http
 		return nil, s.upErr(method, 0, err)
 	}
 	s.headers(req.Header)
+	trace.InjectHeaders(ctx, req.Header)
 	resp, err := s.c.http.Do(req)
 	if err != nil {
 		return nil, s.upErr(method, 0, err)
@@ -293,7 +295,9 @@ func (s *UpstreamSession) checkAccepted(resp *http.Response, method string) erro
 
 // roundTrip sends a request and reads its reply (JSON or SSE), returning the result and
 // the response headers.
-func (s *UpstreamSession) roundTrip(ctx context.Context, method string, params json.RawMessage, o CallOptions) (json.RawMessage, http.Header, error) {
+func (s *UpstreamSession) roundTrip(ctx context.Context, method string, params json.RawMessage, o CallOptions) (_ json.RawMessage, _ http.Header, err error) {
+	ctx, end := trace.StartUpstream(ctx, trace.Legacy, method)
+	defer func() { end(err) }()
 	res, h, err := s.exchange(ctx, method, params, o)
 	if err != nil && s.c.onErr != nil {
 		s.c.onErr(method, err)
@@ -303,11 +307,11 @@ func (s *UpstreamSession) roundTrip(ctx context.Context, method string, params j
 
 func (s *UpstreamSession) exchange(ctx context.Context, method string, params json.RawMessage, o CallOptions) (json.RawMessage, http.Header, error) {
 	if s.c.tr != nil {
-		res, err := s.c.tr.call(ctx, s, method, params, o)
+		res, err := s.c.tr.call(ctx, s, method, trace.InjectMeta(ctx, params), o)
 		return res, nil, err
 	}
 	id := jsonrpc.IntID(s.nextID.Add(1))
-	msg := &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: id, Method: method, Params: params}
+	msg := &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: id, Method: method, Params: trace.InjectMeta(ctx, params)}
 	resp, err := s.post(ctx, msg)
 	if err != nil {
 		return nil, nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/auth"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/redact"
+	"github.com/taskbridge/taskbridge/internal/trace"
 )
 
 // This file holds the message-connection engine shared by the stdio and WebSocket faces,
@@ -295,6 +296,13 @@ func (c *conn) handle(ctx context.Context, b []byte, handlers *sync.WaitGroup) {
 		}
 		return
 	}
+	ctx, end := trace.StartRequest(ctx, nil, b) // one span per message (WebSocket, stdio)
+	async := false                              // a request served on its own goroutine ends its span there
+	defer func() {
+		if !async {
+			end(nil)
+		}
+	}()
 	switch {
 	case msg.Method == "initialize" && msg.IsRequest():
 		if c.sess != nil {
@@ -317,8 +325,10 @@ func (c *conn) handle(ctx context.Context, b []byte, handlers *sync.WaitGroup) {
 	default:
 		s.touch(ctx, c.sess)
 		handlers.Add(1)
+		async = true
 		go func() {
 			defer handlers.Done()
+			defer end(nil)
 			c.serve(ctx, msg)
 		}()
 	}

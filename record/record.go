@@ -91,6 +91,9 @@ type Task struct {
 	Outcome       Outcome
 	OutcomeDetail string
 	ProgressToken json.RawMessage // from the creating request's _meta, if any
+	// TraceParent is the W3C traceparent of the create's span (internal/trace), written once
+	// at create: later requests about the task link to it. "" while tracing is off.
+	TraceParent string
 	// Version is incremented by every successful UpdateTask; callers pass back the version
 	// they read.
 	Version int64

@@ -20,6 +20,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonobj"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/redact"
+	"github.com/taskbridge/taskbridge/internal/trace"
 	"github.com/taskbridge/taskbridge/internal/upstream"
 )
 
@@ -125,7 +126,9 @@ func (c *Client) upstreamErr(method string, status int, err error) *upstream.Err
 // unchanged; every other failure as *upstream.Error. Notifications on an SSE reply stream go
 // to onMessage (may be nil), in order, on the calling goroutine.
 func (c *Client) Call(ctx context.Context, method string, params json.RawMessage, meta RequestMeta,
-	onMessage func(*jsonrpc.Message)) (json.RawMessage, error) {
+	onMessage func(*jsonrpc.Message)) (_ json.RawMessage, err error) {
+	ctx, end := trace.StartUpstream(ctx, trace.Modern, method)
+	defer func() { end(err) }()
 	res, err := c.call(ctx, method, params, meta, onMessage)
 	if err != nil && c.onErr != nil {
 		c.onErr(method, err)
@@ -139,6 +142,7 @@ func (c *Client) call(ctx context.Context, method string, params json.RawMessage
 	if err != nil {
 		return nil, fmt.Errorf("sep2663: %s: %w", method, err)
 	}
+	params = trace.InjectMeta(ctx, params) // SEP-414: _meta.traceparent, on stdio too
 	id := jsonrpc.IntID(c.nextID.Add(1))
 	if c.tr != nil {
 		return c.roundTrip(ctx, method, id, params, onMessage)
@@ -211,6 +215,7 @@ func (c *Client) post(ctx context.Context, method string, params, body []byte) (
 		req.Header[k] = append([]string(nil), vs...)
 	}
 	setProtocolHeaders(req.Header, method, params)
+	trace.InjectHeaders(ctx, req.Header)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, c.upstreamErr(method, 0, err)

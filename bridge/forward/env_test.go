@@ -45,6 +45,8 @@ type envConfig struct {
 	Door     bridge.DoorConfig
 	Policy   bridge.Policy
 	Draining func() bool
+	// WrapUpstream, when set, wraps the fixture upstream's handler (to watch what it gets).
+	WrapUpstream func(http.Handler) http.Handler
 }
 
 type envOpt func(*envConfig, *fixture.Options)
@@ -57,7 +59,11 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 		o(&cfg, &fo)
 	}
 	fx := fixture.New(fo)
-	up := httptest.NewServer(fx)
+	var h http.Handler = fx
+	if cfg.WrapUpstream != nil {
+		h = cfg.WrapUpstream(h)
+	}
+	up := httptest.NewServer(h)
 	t.Cleanup(func() { up.Close(); fx.Close() })
 	e := &env{t: t, fx: fx, upURL: up.URL + "/mcp", dbPath: filepath.Join(t.TempDir(), "tb.db")}
 	e.start(cfg)

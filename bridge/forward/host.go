@@ -12,6 +12,7 @@ import (
 	"github.com/taskbridge/taskbridge/bridge/internal/errmap"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/redact"
+	"github.com/taskbridge/taskbridge/internal/trace"
 	"github.com/taskbridge/taskbridge/internal/upstream"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
@@ -58,6 +59,7 @@ func (b *Bridge) hostTask(ctx context.Context, sess *legacy.Session, req *jsonrp
 		return nil, errmap.ErrTaskNotFound
 	}
 	rec := b.newRecord(sess, req, task)
+	rec.TraceParent = trace.Created(ctx, rec.ID) // later requests link to this span
 	if prev, ok, err := b.earlierTask(ctx, rec); err != nil || ok {
 		if err != nil {
 			return nil, err
@@ -204,7 +206,7 @@ func (b *Bridge) runHosted(job *hostJob) {
 		return true
 	})
 	sess, _ := b.session(ctx, job.sessID)
-	oc, err := b.up.CallTool(ctx, job.params, b.meta(sess), nil)
+	oc, err := b.up.CallTool(trace.ForTask(ctx, job.id, rec.TraceParent), job.params, b.meta(sess), nil)
 	switch {
 	case err == nil && oc.Kind == sep2663.KindTask:
 		b.adoptUpstreamTask(job.id, oc.Task, sess)

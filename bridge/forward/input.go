@@ -14,6 +14,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonobj"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/redact"
+	"github.com/taskbridge/taskbridge/internal/trace"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
 	"github.com/taskbridge/taskbridge/record"
@@ -440,6 +441,7 @@ func (b *Bridge) answerInput(ctx context.Context, sess *legacy.Session, msg *jso
 		b.log.Warn().Str("request", redact.Field(id)).Msg("answer from a session that does not own the task dropped")
 		return
 	}
+	trace.Task(ctx, rec.ID, rec.TraceParent)
 	resp, err := responseToInput(in.Method, msg)
 	if err != nil {
 		b.log.Info().Err(err).Str("task", rec.ID).Msg("input answer not usable")
@@ -471,7 +473,7 @@ func (b *Bridge) askedHere(ctx context.Context, sess *legacy.Session, a *ask) bo
 // forwardAnswer sends one answer upstream with tasks/update and records that it went.
 func (b *Bridge) forwardAnswer(ctx context.Context, rec *record.Task, key string, resp json.RawMessage) {
 	sess, _ := b.session(ctx, rec.SessionID)
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.CancelTimeout)
+	cctx, cancel := context.WithTimeout(trace.ForTask(context.WithoutCancel(ctx), rec.ID, rec.TraceParent), b.cfg.CancelTimeout)
 	defer cancel()
 	err := b.up.UpdateTask(cctx, rec.UpstreamTaskID, sep2663.InputResponses{key: resp}, b.meta(sess))
 	if err != nil {

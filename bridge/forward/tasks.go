@@ -12,6 +12,7 @@ import (
 	"github.com/taskbridge/taskbridge/bridge/internal/ids"
 	"github.com/taskbridge/taskbridge/internal/jsonobj"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/trace"
 	"github.com/taskbridge/taskbridge/internal/upstream"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
@@ -44,6 +45,7 @@ func (b *Bridge) load(ctx context.Context, sess *legacy.Session, id string) (*re
 	if exp, ok := rec.ExpiresAt(); ok && b.cfg.Now().After(exp) {
 		return nil, errmap.ErrTaskNotFound
 	}
+	trace.Task(ctx, rec.ID, rec.TraceParent)
 	return rec, nil
 }
 
@@ -66,6 +68,7 @@ func (b *Bridge) createTask(ctx context.Context, sess *legacy.Session, req *json
 		return nil, errmap.ErrTaskNotFound
 	}
 	rec := b.newRecord(sess, req, task)
+	rec.TraceParent = trace.Created(ctx, rec.ID) // later requests link to this span
 	if prev, ok, err := b.earlierTask(ctx, rec); err != nil || ok {
 		if err != nil {
 			return nil, err

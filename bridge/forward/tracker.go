@@ -10,6 +10,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/bridge/internal/errmap"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/trace"
 	"github.com/taskbridge/taskbridge/internal/upstream"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
@@ -24,8 +25,9 @@ import (
 //
 // mu guards every field below it. The poll loop is owned by the Bridge's WaitGroup.
 type tracker struct {
-	b  *Bridge
-	id string
+	b           *Bridge
+	id          string
+	traceParent string // the create span's (record.Task.TraceParent): polls are its children
 
 	mu       sync.Mutex
 	rec      *record.Task  // latest record; replaced, never mutated in place
@@ -64,7 +66,7 @@ func (b *Bridge) track(rec *record.Task) *tracker {
 		return nil
 	}
 	c := *rec
-	t := &tracker{b: b, id: rec.ID, rec: &c, changed: make(chan struct{}), wake: make(chan struct{}, 1)}
+	t := &tracker{b: b, id: rec.ID, traceParent: rec.TraceParent, rec: &c, changed: make(chan struct{}), wake: make(chan struct{}, 1)}
 	b.reg.putTracker(t)
 	b.wg.Add(1)
 	go t.run()
@@ -256,7 +258,7 @@ func (t *tracker) interval0() time.Duration {
 // poll performs one upstream tasks/get and applies it. It runs on the bridge's context, not
 // a client's: one client hanging up must not spoil the poll others are waiting on.
 func (t *tracker) poll(upstreamID, sessionID string) {
-	ctx, cancel := context.WithTimeout(t.b.ctx, t.b.cfg.StatusTimeout)
+	ctx, cancel := context.WithTimeout(trace.ForTask(t.b.ctx, t.id, t.traceParent), t.b.cfg.StatusTimeout)
 	defer cancel()
 	sess, _ := t.b.session(ctx, sessionID)
 	t.b.cfg.Metrics.UpstreamPoll()
@@ -513,7 +515,7 @@ func (b *Bridge) settle(ctx context.Context, minAge time.Duration) {
 		}
 		if rec.Status == record.StatusCancelled {
 			sess, _ := b.session(ctx, rec.SessionID)
-			cctx, cancel := context.WithTimeout(ctx, b.cfg.CancelTimeout)
+			cctx, cancel := context.WithTimeout(trace.ForTask(ctx, rec.ID, rec.TraceParent), b.cfg.CancelTimeout)
 			if err := b.up.CancelTask(cctx, rec.UpstreamTaskID, b.meta(sess)); err != nil {
 				b.log.Warn().Err(err).Str("task", rec.ID).Msg("resent upstream tasks/cancel failed; still watching")
 			}

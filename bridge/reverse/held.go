@@ -9,11 +9,13 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/tidwall/gjson"
 
 	"github.com/taskbridge/taskbridge/internal/jsonobj"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/redact"
+	"github.com/taskbridge/taskbridge/internal/trace"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
 	"github.com/taskbridge/taskbridge/record"
@@ -26,7 +28,7 @@ import (
 // id, so every process names it the same) and leaves it unanswered on the stream
 // (legacy.ErrNoReply): the answer, whenever and wherever it comes (tasks/update on any
 // replica, before or after a restart), is POSTed back by its stored upstream id. A broken
-// stream is re-opened with backoff (tasks/result is idempotent); a restarted process
+// stream is re-opened with jittered backoff (tasks/result is idempotent); a restarted process
 // re-opens one for every unfinished record (resumeTasks), and any process that serves a
 // request about a task it holds nothing for starts one (hold), so a task keeps its holder
 // whichever replica survives.
@@ -67,14 +69,16 @@ func (r *Reverse) hold(rec *record.Task) {
 // breaks, and records the answer. A vanished session marks the task lost. It stops when
 // the bridge closes, or a minute after the task's ttl ran out.
 func (r *Reverse) holdResult(rec *record.Task) {
-	ctx := r.ctx
+	ctx := trace.ForTask(r.ctx, rec.ID, rec.TraceParent) // a child of the create span
 	if exp, ok := rec.ExpiresAt(); ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, exp.Add(time.Minute))
 		defer cancel()
 	}
 	params, _ := json.Marshal(legacy.TaskIDParams{TaskID: rec.UpstreamTaskID})
-	backoff := 250 * time.Millisecond
+	// cenkalti/backoff/v5: doubling from 250 ms to 5 s, jittered ±20% within them.
+	bo := &backoff.ExponentialBackOff{InitialInterval: heldRetryMin, RandomizationFactor: 0.2, Multiplier: 2, MaxInterval: heldRetryMax}
+	bo.Reset()
 	for {
 		sess := r.sessionFor(rec)
 		r.forwardAnswers(ctx, rec, sess)
@@ -96,11 +100,17 @@ func (r *Reverse) holdResult(rec *record.Task) {
 		select { // the stream broke: wait, then ask again
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(min(max(bo.NextBackOff(), heldRetryMin), heldRetryMax)):
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }
+
+// heldRetryMin and heldRetryMax bound the wait before asking tasks/result again after the
+// stream broke.
+const (
+	heldRetryMin = 250 * time.Millisecond
+	heldRetryMax = 5 * time.Second
+)
 
 // record logs a failed record write of a holder (the next poll or restart redoes it).
 func (r *Reverse) record(_ *record.Task, err error) {

@@ -14,6 +14,7 @@ import (
 	"github.com/taskbridge/taskbridge/bridge/internal/errmap"
 	"github.com/taskbridge/taskbridge/bridge/internal/ids"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/trace"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/mapping"
 	"github.com/taskbridge/taskbridge/record"
@@ -68,6 +69,7 @@ func (r *Reverse) newIntent(ctx context.Context, owner, tool string, params json
 		ArgsHash: argsHash(params), Status: record.StatusWorking, Outcome: record.OutcomePending,
 		CreatedAt: now, LastUpdatedAt: now, PollIntervalMs: r.cfg.PollFloorMs,
 	}
+	rec.TraceParent = trace.Created(ctx, rec.ID) // later requests link to this span
 	if err := r.st.CreateTask(ctx, rec); err != nil {
 		r.log.Error().Err(err).Msg("reverse: intent record not written; the call was not sent")
 		return nil, errNotRecorded
@@ -258,6 +260,7 @@ func (r *Reverse) lookupTask(ctx context.Context, req *sep2663.Request) (*record
 	case rec.Mode != record.ModeReverse || rec.Origin != r.up.URL() || rec.Owner != r.owner(req):
 		return nil, errmap.ErrTaskNotFound
 	}
+	trace.Task(ctx, rec.ID, rec.TraceParent)
 	return rec, nil
 }
 

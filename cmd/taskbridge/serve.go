@@ -60,6 +60,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	plog, stopLog := startLogger(stderr, cfg)
 	defer stopLog()
 	log := plog.Logger
+	stopTrace, err := startTracing(ctx, cfg, log) // tracing.go; off unless configured
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer stopTrace()
 	m := metrics.New(version)
 	tl, err := loadTLS(cfg)
 	if err != nil {

@@ -113,6 +113,11 @@ func cmdStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 
 // runStdio opens the store and the upstream as serve does and serves the one session.
 func runStdio(ctx context.Context, cfg *config.Config, log zerolog.Logger, stdin io.Reader, stdout, stderr io.Writer) error {
+	stopTrace, err := startTracing(ctx, cfg, log) // tracing.go; off unless configured
+	if err != nil {
+		return fmt.Errorf("stdio: %w", err)
+	}
+	defer stopTrace()
 	tl, err := loadTLS(cfg)
 	if err != nil {
 		return fmt.Errorf("stdio: %w", err)

@@ -217,9 +217,7 @@ func (p *Proc) spawn() (*run, error) {
 // Close.
 func (p *Proc) supervise(r *run) {
 	defer close(p.done)
-	bo := &backoff.ExponentialBackOff{InitialInterval: p.o.RestartMin, RandomizationFactor: 0.2,
-		Multiplier: 2, MaxInterval: p.o.RestartMax}
-	bo.Reset()
+	bo := restartBackoff(p.o.RestartMin, p.o.RestartMax)
 	for {
 		started := time.Now()
 		select {
@@ -238,7 +236,7 @@ func (p *Proc) supervise(r *run) {
 			select {
 			case <-p.stop:
 				return
-			case <-time.After(bo.NextBackOff()):
+			case <-time.After(jittered(bo, p.o.RestartMin, p.o.RestartMax)):
 			}
 			next, err := p.spawn()
 			if err == nil {
@@ -464,4 +462,18 @@ func SplitCommand(s string) ([]string, error) {
 		return nil, errors.New("empty command")
 	}
 	return out, nil
+}
+
+// restartBackoff is the child restarts' backoff (cenkalti/backoff/v5): doubling from lo
+// to hi, each wait jittered by ±20% so a fleet of bridges does not restart its children in
+// step.
+func restartBackoff(lo, hi time.Duration) *backoff.ExponentialBackOff {
+	bo := &backoff.ExponentialBackOff{InitialInterval: lo, RandomizationFactor: 0.2, Multiplier: 2, MaxInterval: hi}
+	bo.Reset()
+	return bo
+}
+
+// jittered is bo's next wait, kept within [lo, hi] (the jitter never breaks the limits).
+func jittered(bo backoff.BackOff, lo, hi time.Duration) time.Duration {
+	return min(max(bo.NextBackOff(), lo), hi)
 }

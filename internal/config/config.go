@@ -104,6 +104,9 @@ type Config struct {
 	OAuthAuthorizationServers []string `key:"oauth_authorization_servers" help:"with auth.jwt: issuer URLs of the authorization servers named in the protected-resource metadata (default: auth.jwt.issuer)"`
 	OAuthScopes               []string `key:"oauth_scopes" help:"with auth.jwt: scopes listed in the protected-resource metadata and in the 401 challenge"`
 
+	// Traces (docs/operations.md): off unless set or OTEL_EXPORTER_OTLP_ENDPOINT is.
+	OTelEndpoint string `key:"otel_endpoint" help:"OTLP/HTTP collector base URL for OpenTelemetry traces (spans go to it + /v1/traces), e.g. http://127.0.0.1:4318; empty: off unless OTEL_EXPORTER_OTLP_ENDPOINT is set"`
+
 	// Memory and connection bounds (docs/security.md).
 	ReadHeaderTimeout   time.Duration `key:"read_header_timeout" help:"longest a client may take to send a request's headers (both listeners)"`
 	IdleTimeout         time.Duration `key:"idle_timeout" help:"keep-alive connections idle this long are closed (both listeners)"`
@@ -622,6 +625,7 @@ func (c *Config) Validate(needUpstream bool) error {
 		}
 	}
 	c.validateTLS(bad)
+	c.validateOTel(bad)
 	c.validateOAuth(bad)
 	return errors.Join(errs...)
 }

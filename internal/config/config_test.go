@@ -162,7 +162,7 @@ func TestBadFlagAndEnvValuesNameTheirSource(t *testing.T) {
 }
 
 func TestValidateNamesSourceLine(t *testing.T) {
-	p := writeFile(t, "upstream: ftp://x\npoll_floor_ms: 5000\npoll_ceil_ms: 1000\nlog_level: loud\n")
+	p := writeFile(t, "upstream: ftp://x\npoll_floor_ms: 5000\npoll_ceil_ms: 1000\nlog_level: loud\notel_endpoint: collector:4318\n")
 	c, err := LoadFile(p, envOf(nil))
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +172,7 @@ func TestValidateNamesSourceLine(t *testing.T) {
 		p + `:1: upstream: want an http:// or https:// URL, got "ftp://x"`,
 		p + `:2: poll_floor_ms: must not exceed poll_ceil_ms (1000), got 5000`,
 		p + `:4: log_level: want debug, info, warn or error, got "loud"`,
+		p + `:5: otel_endpoint: want an http:// or https:// URL without credentials`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("Validate error %v\nlacks %q", err, w)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -31,7 +32,7 @@ var (
 //
 // Reconnection: Listen holds its own connection, outside the pool. When that connection
 // fails (or does not answer a ping after listenIdle without notifications), Listen
-// reconnects with exponential backoff from 100ms to 5s, forever, until ctx is done. Only a
+// reconnects with jittered exponential backoff from 100ms to 5s, forever, until ctx is done. Only a
 // failure of the first subscription is returned, so a bad channel or unreachable database
 // shows up at startup.
 func (s *Store) Listen(ctx context.Context, channel string, fn func(payload string)) error {
@@ -81,11 +82,16 @@ func (s *Store) subscribe(ctx context.Context, channel string) (*pgx.Conn, error
 	return conn, nil
 }
 
-// resubscribe retries subscribe with backoff until it succeeds or ctx is done (nil).
+// resubscribe retries subscribe with backoff (cenkalti/backoff/v5: doubling from
+// listenBackoffMin to listenBackoffMax, jittered ±20% within them, so replicas that lost
+// the database together do not reconnect in step) until it succeeds or ctx is done (nil).
+// It waits before the first attempt: a database that accepts and then drops connections
+// must not make this a busy loop.
 func (s *Store) resubscribe(ctx context.Context, channel string) *pgx.Conn {
-	wait := listenBackoffMin
+	bo := &backoff.ExponentialBackOff{InitialInterval: listenBackoffMin, RandomizationFactor: 0.2, Multiplier: 2, MaxInterval: listenBackoffMax}
+	bo.Reset()
 	for {
-		t := time.NewTimer(wait)
+		t := time.NewTimer(min(max(bo.NextBackOff(), listenBackoffMin), listenBackoffMax))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -95,7 +101,6 @@ func (s *Store) resubscribe(ctx context.Context, channel string) *pgx.Conn {
 		if conn, err := s.subscribe(ctx, channel); err == nil {
 			return conn
 		}
-		wait = min(2*wait, listenBackoffMax)
 	}
 }
 

@@ -140,6 +140,10 @@ CREATE TABLE rate_buckets (
 ALTER TABLE tasks ADD COLUMN upstream_session_id text NOT NULL DEFAULT '';
 ALTER TABLE inputs ADD COLUMN upstream_request_id json;
 `,
+	// 5: the create span's trace context on each task (internal/trace), written once.
+	`
+ALTER TABLE tasks ADD COLUMN trace_parent text NOT NULL DEFAULT '';
+`,
 }
 
 // requireSchema fails with store.ErrNoStore unless the connection's search_path shows a

@@ -94,7 +94,7 @@ func TestReadWriteExistingMigratesForward(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Back to version 1, as a store written before the heartbeat existed.
-	if _, err := db.Exec(`DROP TABLE heartbeat; ALTER TABLE tasks DROP COLUMN upstream_session_id;
+	if _, err := db.Exec(`DROP TABLE heartbeat; ALTER TABLE tasks DROP COLUMN upstream_session_id; ALTER TABLE tasks DROP COLUMN trace_parent;
 		ALTER TABLE inputs DROP COLUMN upstream_request_id; DELETE FROM schema_version WHERE version >= 2`); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestReadOnlyAcceptsOlderSchema(t *testing.T) {
 	}
 	rw.Close()
 	db, _ := sql.Open("sqlite", path)
-	if _, err := db.Exec(`DROP TABLE heartbeat; ALTER TABLE tasks DROP COLUMN upstream_session_id;
+	if _, err := db.Exec(`DROP TABLE heartbeat; ALTER TABLE tasks DROP COLUMN upstream_session_id; ALTER TABLE tasks DROP COLUMN trace_parent;
 		ALTER TABLE inputs DROP COLUMN upstream_request_id; DELETE FROM schema_version WHERE version >= 2`); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestReadOnlyAcceptsOlderSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Columns of later migrations read empty on the older schema.
-	if ts, err := ro.QueryTasks(ctx, store.TaskQuery{}); err != nil || len(ts) != 1 || ts[0].UpstreamSessionID != "" {
+	if ts, err := ro.QueryTasks(ctx, store.TaskQuery{}); err != nil || len(ts) != 1 || ts[0].UpstreamSessionID != "" || ts[0].TraceParent != "" {
 		t.Errorf("QueryTasks on a version-1 store: %v, %v", ts, err)
 	}
 	if in, err := ro.ListInputs(ctx, "old"); err != nil || len(in) != 1 || in[0].UpstreamRequestID != nil {

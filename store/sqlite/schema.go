@@ -86,6 +86,10 @@ CREATE TABLE heartbeat (
 ALTER TABLE tasks ADD COLUMN upstream_session_id TEXT NOT NULL DEFAULT '';
 ALTER TABLE inputs ADD COLUMN upstream_request_id BLOB;
 `,
+	// 5: the create span's trace context on each task (internal/trace), written once.
+	`
+ALTER TABLE tasks ADD COLUMN trace_parent TEXT NOT NULL DEFAULT '';
+`,
 }
 
 // schemaVersion returns the schema version of db, 0 when it has no schema_version table.

@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"net/url"
 	"os"
 	"runtime"
@@ -27,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -141,7 +141,7 @@ func OpenMode(ctx context.Context, path string, mode Mode) (*Store, error) {
 // newStore is a Store over the two pools of a file at schema version v.
 func newStore(w, r *sql.DB, v int) *Store {
 	empty := func(col string) string {
-		if col == "upstream_session_id" {
+		if col == "upstream_session_id" || col == "trace_parent" {
 			return "''"
 		}
 		return "NULL"
@@ -226,21 +226,22 @@ func openDB(name string, extra url.Values, conns int) (*sql.DB, error) {
 
 // retryBusy runs fn again while it fails with SQLITE_BUSY, for up to the busy timeout.
 // SQLite returns SQLITE_BUSY without waiting in a few cases, the one that matters being a
-// new file that another process is converting to WAL mode at the same moment.
+// new file that another process is converting to WAL mode at the same moment. The waits
+// are cenkalti/backoff/v5's: 15 ms ±67% (5 to 25 ms), so two processes do not collide again
+// in step. Any other error, or the last SQLITE_BUSY, is returned as fn gave it (ctx's
+// error when ctx ends first).
 func retryBusy(ctx context.Context, fn func() error) error {
-	deadline := time.Now().Add(busyTimeoutMs * time.Millisecond)
-	for {
+	bo := &backoff.ExponentialBackOff{InitialInterval: 15 * time.Millisecond, RandomizationFactor: 0.67,
+		Multiplier: 1, MaxInterval: 25 * time.Millisecond}
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
 		err := fn()
 		var se *sqlite.Error
-		if !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
-			return err
+		if err != nil && (!errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY) {
+			return struct{}{}, backoff.Permanent(err)
 		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(time.Duration(5+rand.IntN(20)) * time.Millisecond):
-		}
-	}
+		return struct{}{}, err
+	}, backoff.WithBackOff(bo), backoff.WithMaxElapsedTime(busyTimeoutMs*time.Millisecond))
+	return err
 }
 
 // Ping checks both pools can reach the file.
