@@ -64,7 +64,7 @@ func (b *Bridge) hostTask(ctx context.Context, sess *legacy.Session, req *jsonrp
 		if err != nil {
 			return nil, err
 		}
-		return createResult(prev) // a repeated request id of the same call: the task it made
+		return replayResult(prev) // a repeated request id of the same call: the task it made
 	}
 	params, err := withoutKey(req.Params, "task")
 	if err != nil {
@@ -106,7 +106,7 @@ func (b *Bridge) hostTask(ctx context.Context, sess *legacy.Session, req *jsonrp
 		release()
 		if errors.Is(err, store.ErrConflict) {
 			if prev, err2 := b.racedRequest(ctx, rec); err2 == nil {
-				return createResult(prev)
+				return replayResult(prev)
 			} else if errors.Is(err2, errRequestIDBusy) {
 				return nil, err2
 			}

@@ -91,7 +91,7 @@ func (b *Bridge) replay(prev *record.Task, tool, hash string) ([]byte, error) {
 			"the earlier call with this idempotency key may or may not have run (outcome unknown); it is not re-executed until an operator reconciles task "+prev.ID).
 			WithData(map[string]any{"taskId": prev.ID, "retryable": false, "outcome": "unknown"})
 	}
-	return createResult(prev)
+	return replayResult(prev)
 }
 
 // Reconcile records an operator's verdict on a task whose outcome is unknown (the

@@ -73,7 +73,7 @@ func (b *Bridge) createTask(ctx context.Context, sess *legacy.Session, req *json
 		if err != nil {
 			return nil, err
 		}
-		return createResult(prev) // a repeated request id of the same call: the task it made
+		return replayResult(prev) // a repeated request id of the same call: the task it made
 	}
 	key, err := idempotencyKey(ctx, req)
 	if err != nil {
@@ -94,7 +94,7 @@ func (b *Bridge) createTask(ctx context.Context, sess *legacy.Session, req *json
 	if err := b.reg.create(ctx, rec); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			if prev, err2 := b.racedRequest(ctx, rec); err2 == nil {
-				return createResult(prev)
+				return replayResult(prev)
 			} else if errors.Is(err2, errRequestIDBusy) {
 				return nil, err2
 			}
@@ -247,10 +247,10 @@ func neverAnnounced(rec *record.Task) bool {
 	return rec.Mode == record.ModeTranslate && rec.UpstreamTaskID == ""
 }
 
-// createResult renders the CreateTaskResult for a record. It always says "working":
-// 2025-11-25 says tasks MUST begin in that status, so a call the upstream answered at once
-// (ModeComplete) or a replay of a creation whose task has moved on still begins there, and
-// the first tasks/get tells the status the record holds.
+// createResult renders the CreateTaskResult of a task just created. It always says
+// "working": 2025-11-25 says tasks MUST begin in that status, so a call the upstream
+// answered at once (ModeComplete) still begins there, and the first tasks/get tells the
+// status the record holds.
 func createResult(rec *record.Task) (json.RawMessage, error) {
 	t := mapping.TaskToLegacy(rec)
 	if t.Status != legacy.StatusWorking {
@@ -258,6 +258,14 @@ func createResult(rec *record.Task) (json.RawMessage, error) {
 		t.StatusMessage = ""
 	}
 	return json.Marshal(legacy.CreateTaskResult{Task: t})
+}
+
+// replayResult renders the CreateTaskResult of a repeated creation (the same request id or
+// idempotency key): the task the first one made, in the status it holds now. The client
+// may already have seen that task move on, so saying "working" again would show it an
+// illegal transition (a terminal task never becomes working again).
+func replayResult(rec *record.Task) (json.RawMessage, error) {
+	return json.Marshal(legacy.CreateTaskResult{Task: mapping.TaskToLegacy(rec)})
 }
 
 // tasksGet returns the record, refreshed from upstream at most once per poll interval.
