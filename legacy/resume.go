@@ -96,8 +96,8 @@ func (s *Server) isClosed() bool {
 // ---- one connection ---------------------------------------------------------------
 
 // sseConn is one HTTP response an SSE stream is written to. Writes happen under the
-// owning stream's lock; gone is closed when the stream lets go of it, and the HTTP
-// handler that owns w returns then (after which nothing may write to w).
+// owning stream's lock; gone is closed when the stream lets go of it, after which nothing
+// writes to w: a resume's handler (resumePost) returns then, a POST's when its Serve does.
 type sseConn struct {
 	w    http.ResponseWriter
 	rc   *http.ResponseController
