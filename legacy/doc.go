@@ -52,10 +52,12 @@
 // kept in a bounded per-stream buffer (256 events / 4 MiB) in this process.
 //
 //	client                                   Server
-//	POST tasks/result                    ->  Serve runs in its own goroutine
-//	<- id: pX-0 / data:                      priming event
+//	POST tasks/result                    ->  Serve runs on the HTTP goroutine (a plain
+//	                                         JSON reply stays just that: no buffer)
+//	<- id: pX-0 / data:                      priming event (first message: now a stream)
 //	<- id: pX-1 / elicitation/create
-//	   (connection lost)                     Serve keeps running; events go to the buffer;
+//	   (connection lost)                     Serve keeps running (its HTTP request stays
+//	                                         open, writing nothing); events go to the buffer;
 //	                                         its ctx ends only if nobody resumes within
 //	                                         the window (or the session/Server ends)
 //	GET Last-Event-ID: pX-1              ->  same session, stream held here

@@ -264,3 +264,10 @@ func (s *Server) dropReplays(sessionID string) {
 		}
 	}
 }
+
+// len is the number of streams kept for resumption.
+func (rp *replays) len() int {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	return len(rp.m)
+}

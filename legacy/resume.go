@@ -96,8 +96,8 @@ func (s *Server) isClosed() bool {
 // ---- one connection ---------------------------------------------------------------
 
 // sseConn is one HTTP response an SSE stream is written to. Writes happen under the
-// owning stream's lock; gone is closed when the stream lets go of it, and the HTTP
-// handler that owns w returns then (after which nothing may write to w).
+// owning stream's lock; gone is closed when the stream lets go of it, after which nothing
+// writes to w: a resume's handler (resumePost) returns then, a POST's when its Serve does.
 type sseConn struct {
 	w    http.ResponseWriter
 	rc   *http.ResponseController
@@ -197,45 +197,37 @@ func (s *Server) newResumableStream(sessionID string, acc accepts, cancel contex
 	return &resumableStream{s: s, id: newStreamID(kindPost), sessionID: sessionID, acc: acc, cancel: cancel, conn: c}
 }
 
-// serveResumable answers a request through Handler.Serve on a resumable stream. Serve
-// runs in its own goroutine (counted in the Server's in-flight requests, so Close drains
-// it) with a ctx not tied to the connection: once the reply is SSE, the HTTP request
-// returns when the client leaves, and the handler goes on until it produced its response,
-// the resume window passes with no client, or the Server closes. Before the reply is a
-// stream a disconnect cancels the handler, as on the plain face.
+// serveResumable answers a request through Handler.Serve on a resumable stream, on the
+// HTTP server's goroutine: a reply that stays plain JSON (most) costs no goroutine, no
+// channel and no replay buffer. The resumable machinery starts only when the reply turns
+// into a stream (the first Send or KeepAlive, startSSELocked): then its events are
+// numbered and kept. Serve's ctx is not tied to the connection: before the reply is a
+// stream a disconnect cancels it (clientLeft, as on the plain face); once it is one, the
+// handler goes on until it produced its response, the resume window passes with no
+// client, or the Server closes, and a resume re-attaches the stream to another
+// connection. Meanwhile this HTTP request stays open, writing nothing once its connection
+// was let go (every write to w happens under rs.mu while c is the stream's connection),
+// and returns with the handler.
 func (s *Server) serveResumable(w http.ResponseWriter, r *http.Request, sess *Session, msg *jsonrpc.Message, acc accepts) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
 	if k := r.Header.Get("Idempotency-Key"); k != "" {
 		ctx = WithIdempotencyKey(ctx, k)
 	}
 	stopBase := context.AfterFunc(s.base, cancel)
+	defer stopBase()
 	c := newSSEConn(w)
 	rs := s.newResumableStream(sess.ID, acc, cancel, c)
-	s.mu.Lock()
-	s.inflight++ // this request's own count is still held, so Close cannot have seen zero
-	s.mu.Unlock()
-	served := make(chan struct{})
-	go func() {
-		defer s.end()
-		defer close(served)
-		defer stopBase()
-		defer cancel()
-		defer rs.close()
-		res, err := s.serveSafely(ctx, sess, msg, rs)
-		rs.finish(s.encodeResponse(msg.ID, res, err))
-	}()
-	// Every write to w happens under rs.mu while c is the stream's connection; once c is
-	// released nothing writes to it any more and this HTTP request may end.
-	select {
-	case <-served:
-	case <-c.gone:
-	case <-r.Context().Done():
-		rs.clientLeft(c)
-	}
+	// A callback, not a watching goroutine: it runs only if the client goes away.
+	stopLeft := context.AfterFunc(r.Context(), func() { rs.clientLeft(c) })
+	defer stopLeft()
+	defer rs.close()
+	res, err := s.serveSafely(ctx, sess, msg, rs)
+	rs.finish(s.encodeResponse(msg.ID, res, err))
 }
 
-// serveSafely calls Handler.Serve, turning a panic into -32603: Serve runs outside the
-// HTTP server's goroutine here, where a panic would end the process.
+// serveSafely calls Handler.Serve, turning a panic into -32603 so that the client gets
+// an answer and the stream's state (registry, timers) is released as after any reply.
 func (s *Server) serveSafely(ctx context.Context, sess *Session, msg *jsonrpc.Message, out Stream) (res json.RawMessage, err error) {
 	defer func() {
 		if p := recover(); p != nil {

@@ -40,11 +40,11 @@ func ResultForLegacy(result json.RawMessage, bridgeTaskID string) (json.RawMessa
 // StripModern removes the 2026-07-28-only top-level fields (resultType, ttlMs, cacheScope)
 // from a result for a legacy client. Everything else keeps its bytes.
 func StripModern(result json.RawMessage) (json.RawMessage, error) {
-	ms, err := jsonobj.Parse(result)
+	out, err := jsonobj.DropMembers(result, modernOnly, modernOnlyMeta) // no decoding: on every pass-through reply
 	if err != nil {
 		return nil, fmt.Errorf("mapping: result: %w", err)
 	}
-	return ms.Without(modernOnly...).DropMeta(modernOnlyMeta...).Encode(), nil
+	return out, nil
 }
 
 // ErrorForLegacy returns the error object tasks/result sends for a failed task.
