@@ -28,8 +28,8 @@ import (
 // bridge serves them: its identity, and every tool's taskSupport as 2025-11-25 clients are
 // told it, with its annotations hashed. verify --lock writes them; serve --lock compares.
 type lockProbe struct {
-	modern *sep2663.Client  // the upstream's 2026-07-28 face (server/discover first)
-	legacy *legacy.Client   // its 2025-11-25 face, when discover says it has none; nil: none tried
+	modern *sep2663.Client // the upstream's 2026-07-28 face (server/discover first)
+	legacy *legacy.Client  // its 2025-11-25 face, when discover says it has none; nil: none tried
 	policy fallback.Policy // the forward route's hosting policy (it decides the advertised taskSupport)
 }
 
@@ -83,11 +83,15 @@ func (p *lockProbe) live(ctx context.Context) (verify.Lock, error) {
 	client := fallback.LegacyClient(legacy.ProtocolVersion)
 	err := eachTool(call, func(raw json.RawMessage) {
 		t := fallback.ToolFromJSON(m.Era, raw)
-		ts := string(t.Mode)
-		if m.Era != fallback.EraLegacy { // the forward route decides what 2025-11-25 clients are told
-			ts = string(fallback.TaskSupport(client, m, p.policy.Apply(t)))
+		declared := gjson.GetBytes(raw, "execution.taskSupport").Str
+		if declared == "" {
+			declared = "unset"
 		}
-		l.Tools[t.Name] = verify.LockTool{TaskSupport: ts,
+		adv := string(t.Mode)
+		if m.Era != fallback.EraLegacy { // the forward route decides what 2025-11-25 clients are told
+			adv = string(fallback.TaskSupport(client, m, p.policy.Apply(t)))
+		}
+		l.Tools[t.Name] = verify.LockTool{TaskSupport: declared, Advertised: adv,
 			Annotations: verify.HashAnnotations([]byte(gjson.GetBytes(raw, "annotations").Raw))}
 	})
 	return l, err

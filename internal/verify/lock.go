@@ -43,11 +43,15 @@ type LockUpstream struct {
 	Extensions      []string `json:"extensions"` // sorted; empty for a 2025-11-25 upstream
 }
 
-// LockTool is one tool as the bridge serves it.
+// LockTool is one tool as the upstream declares it and as the bridge serves it.
 type LockTool struct {
-	// TaskSupport is the execution.taskSupport 2025-11-25 clients are told: the upstream's
-	// own on a 2025-11-25 upstream, the bridge's fallback decision on a 2026-07-28 one.
+	// TaskSupport is the execution.taskSupport the upstream declares in tools/list, "unset"
+	// when it declares none (the rule on the 2026-07-28 wire).
 	TaskSupport string `json:"taskSupport"`
+	// Advertised is the execution.taskSupport 2025-11-25 clients are told: the upstream's
+	// own on a 2025-11-25 upstream (forbidden when unset), the bridge's fallback decision
+	// (and tool_task_support) on a 2026-07-28 one.
+	Advertised string `json:"advertised"`
 	// Annotations is the SHA-256 of the tool's annotations object (keys sorted), or
 	// "none" when it has none.
 	Annotations string `json:"annotations"`
@@ -71,7 +75,8 @@ func HashAnnotations(raw []byte) string {
 
 // Drift is one pinned fact that differs between the lock and the live upstream.
 type Drift struct {
-	// What names the fact: "tool NAME taskSupport", "tool NAME annotations", "tool NAME"
+	// What names the fact: "tool NAME taskSupport", "tool NAME advertised taskSupport",
+	// "tool NAME annotations", "tool NAME"
 	// (added or removed), "upstream version", "upstream extensions", …
 	What   string `json:"what"`
 	Locked string `json:"locked"` // "absent" for a tool that was not there
@@ -110,6 +115,7 @@ func Compare(locked, live Lock) []Drift {
 			add("tool "+n, "taskSupport "+a.TaskSupport, "absent")
 		default:
 			add("tool "+n+" taskSupport", a.TaskSupport, b.TaskSupport)
+			add("tool "+n+" advertised taskSupport", a.Advertised, b.Advertised)
 			add("tool "+n+" annotations", shortHash(a.Annotations), shortHash(b.Annotations))
 		}
 	}
