@@ -131,7 +131,9 @@ func (p *Legacy) Start() { p.startPurge() }
 // it (bridge.NewReverse, bridge.NewDoor).
 func (p *Legacy) Face() *legacy.Server { return p.face }
 
-// Close closes the face, stops the purge and ends every upstream session.
+// Close closes the face and stops the purge. The upstream sessions are released, not
+// ended: the client sessions live on in the store, and a restarted bridge (or another
+// replica) adopts their upstream sessions, where their tasks are (upstream).
 func (p *Legacy) Close(ctx context.Context) error {
 	err := p.face.Close(ctx)
 	p.cancel()
@@ -144,7 +146,7 @@ func (p *Legacy) Close(ctx context.Context) error {
 		select {
 		case <-ps.ready:
 			if ps.s != nil {
-				ps.s.Close(ctx)
+				ps.s.Release()
 			}
 		default:
 		}
