@@ -126,8 +126,8 @@ func eachTool(call func(json.RawMessage) (json.RawMessage, error), fn func(json.
 // lock_drift), shown on /status and, with lock_drift: refuse, set on the work gate, which
 // then refuses new task starts on every route.
 //
-// Concurrency: check runs from serve's start and from reloads (one at a time); mu guards
-// state, which /status reads.
+// Concurrency: prepare and its commit run at serve's start and from reloads (one at a
+// time); mu guards state, which /status reads.
 type lockWatch struct {
 	probe   *lockProbe
 	gate    *bridge.Gate
@@ -170,9 +170,9 @@ func (w *lockWatch) prepare(ctx context.Context, path, mode string) (func(), err
 			w.log.Warn().Str("lock", path).Err(err).Msg("lock: the upstream could not be compared with the lock; the last comparison stays in force")
 			var keep *jsonrpc.Error
 			if prev := w.status(); prev != nil && prev.File == path {
-				st.Drift, st.Refusing = prev.Drift, prev.Refusing && mode == "refuse"
+				st.Drift, st.Refusing = prev.Drift, len(prev.Drift) > 0 && mode == "refuse"
 				if st.Refusing {
-					keep = w.gate.Drift()
+					keep = bridge.LockDriftError(path, st.Drift)
 				}
 			}
 			w.set(st, keep)

@@ -4,18 +4,26 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/tidwall/gjson"
 
+	"github.com/taskbridge/taskbridge/bridge"
+	"github.com/taskbridge/taskbridge/internal/config"
 	"github.com/taskbridge/taskbridge/internal/fixture"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/internal/metrics"
+	"github.com/taskbridge/taskbridge/internal/verify"
+	"github.com/taskbridge/taskbridge/sep2663"
 )
 
 // TestServeLockDrift (issue 19, acceptance 4): verify --lock against the Go fixture
@@ -129,5 +137,66 @@ func TestServeLockDrift(t *testing.T) {
 	_, status = get(t, s.admin+"/status.json")
 	if gjson.Get(status, "lock.drift.#").Int() != 0 || gjson.Get(status, "lock.refusing").Bool() {
 		t.Errorf("/status.json lock after the reload = %s", gjson.Get(status, "lock").Raw)
+	}
+}
+
+// TestLockWatchStates: the comparison in process. A match refuses nothing; a drift with
+// refuse sets the gate's refusal; an upstream that stops answering keeps the last drift in
+// force (counted as failed, the error shown); an unreadable lock is an error (a reload
+// changes nothing); no lock clears everything.
+func TestLockWatchStates(t *testing.T) {
+	before := fixture.New(fixture.Options{})
+	after := fixture.New(fixture.Options{DeclareTaskSupport: map[string]string{"greet": "forbidden"}})
+	t.Cleanup(func() { before.Close(); after.Close() })
+	var cur atomic.Pointer[http.Handler]
+	use := func(h http.Handler) { cur.Store(&h) }
+	use(before)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*cur.Load()).ServeHTTP(w, r) }))
+	t.Cleanup(srv.Close)
+	m := metrics.New("test")
+	gate := bridge.NewGate(bridge.GateConfig{Metrics: m})
+	cfg := config.Default()
+	up := sep2663.NewClient(sep2663.ClientOptions{URL: srv.URL + "/mcp"})
+	probe, err := newLockProbe(eraModern, up, srv.URL+"/mcp", nil, nil, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &lockWatch{probe: probe, gate: gate, metrics: m, log: zerolog.Nop(), timeout: 5 * time.Second}
+	ctx := context.Background()
+	live, err := probe.live(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "tb.lock")
+	if err := verify.WriteLock(path, live); err != nil {
+		t.Fatal(err)
+	}
+	apply := func(path, mode string) error {
+		t.Helper()
+		commit, err := w.prepare(ctx, path, mode)
+		if err == nil {
+			commit()
+		}
+		return err
+	}
+	if err := apply(path, "refuse"); err != nil || gate.Drift() != nil || len(w.status().Drift) != 0 {
+		t.Fatalf("match: %v, drift %v, status %+v", err, gate.Drift(), w.status())
+	}
+	use(after)
+	if err := apply(path, "refuse"); err != nil || gate.Drift() == nil || !strings.Contains(gate.Drift().Message, "tool greet taskSupport: unset → forbidden") {
+		t.Fatalf("drift: %v, refusal %v", err, gate.Drift())
+	}
+	use(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
+	if err := apply(path, "refuse"); err != nil || gate.Drift() == nil || w.status().Error == "" || !w.status().Refusing {
+		t.Fatalf("upstream down: %v, refusal %v, status %+v", err, gate.Drift(), w.status())
+	}
+	if v := m.Values("lock_checks_total"); v["failed"] != 1 || v["drift"] != 1 || v["match"] != 1 {
+		t.Errorf("lock_checks_total = %v", v)
+	}
+	if err := apply(filepath.Join(t.TempDir(), "missing.lock"), "refuse"); err == nil || gate.Drift() == nil {
+		t.Fatalf("an unreadable lock: %v; the refusal must stay (%v)", err, gate.Drift())
+	}
+	if err := apply("", "warn"); err != nil || gate.Drift() != nil || w.status() != nil {
+		t.Fatalf("no lock: %v, refusal %v, status %+v", err, gate.Drift(), w.status())
 	}
 }
