@@ -170,6 +170,7 @@ func (p *Legacy) upstream(ctx context.Context, sess *legacy.Session) (*legacy.Up
 			if sess.Upstream != "" {
 				ps.s, ps.adopted = p.up.Adopt(sess.Upstream, sess.ProtocolVersion), true
 				close(ps.ready)
+				p.holdGetStream(sess.ID, ps.s)
 				return ps.s, nil
 			}
 			var info legacy.Implementation

@@ -157,7 +157,7 @@ func TestLockWatchStates(t *testing.T) {
 	gate := bridge.NewGate(bridge.GateConfig{Metrics: m})
 	cfg := config.Default()
 	up := sep2663.NewClient(sep2663.ClientOptions{URL: srv.URL + "/mcp"})
-	probe, err := newLockProbe(eraModern, up, srv.URL+"/mcp", nil, nil, cfg)
+	probe, err := newLockProbe(up, nil, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
