@@ -80,14 +80,15 @@ func TestServeLockDrift(t *testing.T) {
 	if len(drift) != 1 || gjson.Get(drift[0], "changed").Raw != `["`+changed+`"]` || gjson.Get(drift[0], "level").Str != "error" {
 		t.Fatalf("drift log lines %q", drift)
 	}
-	metrics := func(drifted float64, checks map[string]float64) {
+	metrics := func(drifted float64, checks map[string]float64) { // a check of -1: at least 1
 		t.Helper()
 		fams := scrape(t, s.admin)
 		if v, ok := metricValue(fams, "taskbridge_lock_drift"); !ok || v != drifted {
 			t.Errorf("taskbridge_lock_drift = %v (%v), want %v", v, ok, drifted)
 		}
 		for result, want := range checks {
-			if v, ok := metricValue(fams, "taskbridge_lock_checks_total", "result", result); !ok || v != want {
+			v, ok := metricValue(fams, "taskbridge_lock_checks_total", "result", result)
+			if !ok || (want >= 0 && v != want) || (want < 0 && v < 1) {
 				t.Errorf("taskbridge_lock_checks_total{result=%q} = %v (%v), want %v", result, v, ok, want)
 			}
 		}
@@ -128,9 +129,10 @@ func TestServeLockDrift(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the lock match line after the reload", func() bool {
-		return len(logLines(s, "lock: the upstream matches the verified lock")) == 1
+		return len(logLines(s, "lock: the upstream matches the verified lock")) >= 1
 	})
-	metrics(0, map[string]float64{"match": 1, "drift": 1, "failed": 0})
+	// The reload compares, and so does the re-probe SIGHUP starts: at least one match.
+	metrics(0, map[string]float64{"match": -1, "drift": 1, "failed": 0})
 	if err := start(); err != nil {
 		t.Fatalf("a new task after verify --lock and the reload: %v", err)
 	}
