@@ -23,3 +23,7 @@ func NewGate(c GateConfig) *Gate { return gate.New(c) }
 
 // SunsetReplacement names what legacy clients should move to, in the sunset error.
 const SunsetReplacement = gate.SunsetReplacement
+
+// LockDriftError is the work gate's lock-drift refusal (Gate.SetDrift): changes name the
+// facts that differ from the lock file lock.
+var LockDriftError = gate.LockDriftError

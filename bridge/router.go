@@ -56,6 +56,10 @@ type RouterConfig struct {
 	RetryMin, RetryMax  time.Duration
 	Recheck, MinRecheck time.Duration
 	MismatchDebounce    time.Duration // least time between two Observe-triggered probes (default 2 s)
+	// OnProbed, when set, is called after each successful probe, with its reason ("start",
+	// "recheck", "SIGHUP", …), on the router's goroutine (serve --lock compares the
+	// upstream with its lock again).
+	OnProbed func(reason string)
 }
 
 func (c *RouterConfig) setDefaults() {
@@ -229,6 +233,9 @@ func (r *Router) probeOnce(reason string) (time.Duration, error) {
 	r.cfg.Metrics.Probe("ok")
 	if err := r.apply(ctx, shape, reason); err != nil {
 		return 0, err
+	}
+	if r.cfg.OnProbed != nil {
+		r.cfg.OnProbed(reason)
 	}
 	return r.recheckAfter(shape), nil
 }

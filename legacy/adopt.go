@@ -80,3 +80,10 @@ func (p *Pool) CloseUnless(ctx context.Context, keep func(*UpstreamSession) bool
 		}
 	}
 }
+
+// Release lets go of the handle without ending the session upstream (no DELETE), so a
+// later process can Adopt it by its id, and waits for running handlers. For a bridge that
+// stops while its clients' sessions live on in the store (the legacy pass-through).
+func (s *UpstreamSession) Release() {
+	s.handler.Wait()
+}

@@ -601,3 +601,24 @@ func (s *Server) httpError(w http.ResponseWriter, status int, e *jsonrpc.Error) 
 func idlessRequest(msg *jsonrpc.Message) bool {
 	return msg.IsNotification() && !strings.HasPrefix(msg.Method, "notifications/")
 }
+
+// EndSession ends a session from the route's side, as a DELETE from the client would
+// (without Handler.Closed): the record is closed, this process forgets it at once and its
+// GET streams stop, so the client's next request gets 404 -32001 and it re-initializes.
+// For a session whose upstream counterpart is gone (the legacy pass-through after a
+// restart). ErrSessionEnded is the answer to give the request that found out.
+func (s *Server) EndSession(ctx context.Context, id string) error {
+	s.sessions.forget(id)
+	err := s.store.CloseSession(ctx, id)
+	s.stopGetStream(id)
+	s.dropReplays(id)
+	s.forgetTouched(id)
+	if err != nil && !errors.Is(err, ErrNoSession) {
+		return err
+	}
+	return nil
+}
+
+// ErrSessionEnded is the error of a request whose session the route ended (EndSession):
+// the same -32001 "Session not found" an unknown session gets.
+var ErrSessionEnded = errSessionNotFound

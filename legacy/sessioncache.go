@@ -20,6 +20,10 @@ type Session struct {
 	CreatedAt          time.Time
 	LastSeenAt         time.Time
 	Closed             bool
+	// Upstream is the route's reference for the session, stored with it: the Mcp-Session-Id
+	// of the upstream session the legacy pass-through forwards it over. The Handler sets it
+	// in Initialize (the record is created after Initialize returns).
+	Upstream string
 }
 
 // SessionStore is what the face needs of durable storage: four calls on session records.

@@ -125,6 +125,10 @@ type Session struct {
 	CreatedAt          time.Time
 	LastSeenAt         time.Time
 	Closed             bool
+	// UpstreamSessionID (column upstream_session) is the Mcp-Session-Id of the upstream session the legacy
+	// pass-through forwards this client session over ("" on other routes): a restarted
+	// bridge adopts it, since a 2025-11-25 upstream binds its tasks to its session.
+	UpstreamSessionID string
 }
 
 // Input is one input request an upstream task is waiting on, and its relay state.

@@ -99,6 +99,9 @@ type passSession struct {
 	ready chan struct{}
 	s     *legacy.UpstreamSession
 	err   error
+	// adopted: s was rebuilt from the id stored with the client session (after a restart);
+	// when the upstream no longer knows it, the client's session ends too (adoptUpstream).
+	adopted bool
 }
 
 // NewLegacy builds the legacy pass-through. Call Start before serving, Close when done.
@@ -128,7 +131,9 @@ func (p *Legacy) Start() { p.startPurge() }
 // it (bridge.NewReverse, bridge.NewDoor).
 func (p *Legacy) Face() *legacy.Server { return p.face }
 
-// Close closes the face, stops the purge and ends every upstream session.
+// Close closes the face and stops the purge. The upstream sessions are released, not
+// ended: the client sessions live on in the store, and a restarted bridge (or another
+// replica) adopts their upstream sessions, where their tasks are (upstream).
 func (p *Legacy) Close(ctx context.Context) error {
 	err := p.face.Close(ctx)
 	p.cancel()
@@ -141,7 +146,7 @@ func (p *Legacy) Close(ctx context.Context) error {
 		select {
 		case <-ps.ready:
 			if ps.s != nil {
-				ps.s.Close(ctx)
+				ps.s.Release()
 			}
 		default:
 		}
@@ -149,8 +154,11 @@ func (p *Legacy) Close(ctx context.Context) error {
 	return err
 }
 
-// upstream returns the client session's upstream session, (re)opening it when there is
-// none (first use, a bridge restart) or the upstream dropped it.
+// upstream returns the client session's upstream session: the one this process holds, else
+// the one stored with the client session, adopted (after a restart: a 2025-11-25 upstream
+// binds its tasks to its session, so a new one would lose them), else a new one (first use;
+// the upstream dropped one this process opened). An adopted session the upstream no longer
+// knows ends the client's session: legacy.ErrSessionEnded, as for an unknown session.
 func (p *Legacy) upstream(ctx context.Context, sess *legacy.Session) (*legacy.UpstreamSession, error) {
 	for range 2 {
 		p.mu.Lock()
@@ -159,6 +167,12 @@ func (p *Legacy) upstream(ctx context.Context, sess *legacy.Session) (*legacy.Up
 			ps = &passSession{ready: make(chan struct{})}
 			p.sessions[sess.ID] = ps
 			p.mu.Unlock()
+			if sess.Upstream != "" {
+				ps.s, ps.adopted = p.up.Adopt(sess.Upstream, sess.ProtocolVersion), true
+				close(ps.ready)
+				p.holdGetStream(sess.ID, ps.s)
+				return ps.s, nil
+			}
 			var info legacy.Implementation
 			json.Unmarshal(sess.ClientInfo, &info)
 			ps.s, ps.err = p.up.ConnectAs(context.WithoutCancel(ctx), legacy.InitializeParams{
@@ -182,8 +196,25 @@ func (p *Legacy) upstream(ctx context.Context, sess *legacy.Session) (*legacy.Up
 			return ps.s, nil
 		}
 		p.forget(sess.ID, ps)
+		if ps.adopted {
+			return nil, p.endSession(ctx, sess)
+		}
 	}
 	return nil, jsonrpc.NewError(jsonrpc.CodeUpstream, "upstream session unavailable")
+}
+
+// endSession ends a client session whose adopted upstream session is gone (with its
+// tasks): the face closes it, so the client's next request gets 404 -32001 and it
+// re-initializes; this request gets the same -32001.
+func (p *Legacy) endSession(ctx context.Context, sess *legacy.Session) error {
+	if err := p.face.EndSession(context.WithoutCancel(ctx), sess.ID); err != nil {
+		p.log.Warn().Err(err).Str("session", sess.ID).Msg("passthrough: ending a session whose upstream session is gone failed")
+	}
+	p.mu.Lock()
+	delete(p.logs, sess.ID)
+	p.mu.Unlock()
+	p.ledger.EndGroup(sess.ID)
+	return legacy.ErrSessionEnded
 }
 
 func (p *Legacy) forget(id string, ps *passSession) {
@@ -201,6 +232,7 @@ func (p *Legacy) Initialize(ctx context.Context, sess *legacy.Session, params js
 	if err != nil {
 		return nil, errmap.FromLegacy(err)
 	}
+	sess.Upstream = s.ID() // stored with the client session (the face creates it next)
 	_, raw := s.InitializeResult()
 	return initializeWithList(raw), nil
 }
@@ -217,6 +249,9 @@ func (p *Legacy) Serve(ctx context.Context, sess *legacy.Session, req *jsonrpc.M
 	defer release()
 	for attempt := 0; ; attempt++ {
 		s, err := p.upstream(ctx, sess)
+		if err == legacy.ErrSessionEnded {
+			return nil, err
+		}
 		if err != nil {
 			return nil, errmap.FromLegacy(err)
 		}

@@ -65,6 +65,7 @@ type liveParts struct {
 	door    *bridge.Door  // request rate, authentication
 	forward hostingPolicy // the forward route's hosting policy (the era router passes it on)
 	metrics *metrics.Metrics
+	lock    *lockWatch // serve --lock: re-read on every reload (lock.go)
 }
 
 // newReloader returns serve's reloader with one applier per area that changes live:
@@ -120,6 +121,9 @@ func newReloader(boot *config.Config, load func() (*config.Config, error), l *lo
 				}
 				return func() { _ = p.forward.SetHostingPolicy(next.HostAllow, next.HostDeny, next.NoHosting, ts) }, nil
 			}})
+	}
+	if p.lock != nil {
+		appliers = append(appliers, p.lock.applier())
 	}
 	for _, a := range appliers {
 		if err := rl.Register(a); err != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -119,14 +120,22 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// not ready and MCP requests get the retry error; /healthz answers at once.
 	rc := reverseConfig(cfg, st, log, gate)
 	rc.Metrics = m
+	var lockHook atomic.Pointer[lockWatch] // serve --lock compares again after every re-probe
 	rt, err := newRouter(bridge.RouterConfig{
 		Forward: bcfg, Reverse: rc,
 		Logger: log, Metrics: m, Describe: up.describe(), ProbeTimeout: cfg.StatusTimeout,
+		OnProbed: func(reason string) { lockHook.Load().reprobed(reason) },
 	}, ups, hooks)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	var b mcpBridge = rt
+	lock, err := startLockWatch(ctx, cfg, ups, m, gate, log) // serve --lock (lock.go)
+	if err != nil {
+		_ = b.Close(context.Background())
+		return fmt.Errorf("serve: %w", err)
+	}
+	lockHook.Store(lock)
 	dc := doorConfig(cfg, authn, log)
 	dc.Tokens, _ = rawStore.(bridge.TokenStore) // PostgreSQL: the rate is shared by the replicas
 	if prm != nil {
@@ -150,7 +159,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("serve: admin listener: %w", err)
 		}
 	}
-	rl, err := newReloader(cfg, load, plog, liveParts{gate: gate, door: door, forward: rt, metrics: m})
+	rl, err := newReloader(cfg, load, plog, liveParts{gate: gate, door: door, forward: rt, metrics: m, lock: lock})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -159,7 +168,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		admin: ops.Handler(ops.Options{Store: st, Metrics: m, Logger: log, UpstreamCheck: b.CheckUpstream,
 			ActiveTasks: b.ActiveTasks, Drain: drain, Inflight: inflight, Version: version,
 			Upstream: up.describe(), KillSwitch: cfg.KillSwitch, Sunset: cfg.Sunset, Policy: livePolicy(gate),
-			SunsetWarn: cfg.SunsetWarn, ReportWindow: cfg.ReportWindow, Reload: reloadFunc(rl, rt.Reprobe)})}
+			SunsetWarn: cfg.SunsetWarn, ReportWindow: cfg.ReportWindow, Reload: reloadFunc(rl, rt.Reprobe), Lock: lock.status})}
 	web, ws := schemes(tl.mcp)
 	adminWeb := ""
 	if admin != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/config"
 	"github.com/taskbridge/taskbridge/internal/metrics"
 	"github.com/taskbridge/taskbridge/internal/verify"
+	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/sep2663"
 )
 
@@ -38,12 +39,13 @@ func (e *exitError) Unwrap() error { return e.err }
 func usageErr(err error) error { return &exitError{code: 2, err: err} }
 
 var verifyCommand = command{name: "verify",
-	synopsis: "verify --upstream URL|--upstream-cmd CMD [--config FILE] [--plan PLAN.yaml] [--json]",
+	synopsis: "verify --upstream URL|--upstream-cmd CMD [--config FILE] [--plan PLAN.yaml] [--json] [--lock FILE]",
 	about: "Runs the promotion gates (contract, security, recovery, cancellation, load, compatibility) against the\n" +
 		"upstream through an in-process bridge with this configuration on a temporary store, and prints the\n" +
 		"verdict table (docs/verify.md). It calls only the tools the plan names and tools annotated\n" +
-		"readOnlyHint. Exit status 0: every gate passed; 1: a gate failed; 2: usage, configuration or plan error.",
-	keys: []string{"upstream", "upstream_cmd"}}
+		"readOnlyHint. --lock FILE writes the pinned facts verified (the lock serve --lock compares the upstream with).\n" +
+		"Exit status 0: every gate passed; 1: a gate failed; 2: usage, configuration or plan error.",
+	keys: []string{"upstream", "upstream_cmd", "lock"}}
 
 // cmdVerify: "taskbridge verify" (verifyCommand).
 func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -84,9 +86,15 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer os.RemoveAll(dir)
 	cfg.Store = "sqlite:" + filepath.Join(dir, "verify.db")
-	rep, err := runVerify(ctx, cfg, plan, tts, stderr)
+	rep, live, err := runVerify(ctx, cfg, plan, tts, stderr)
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
+	}
+	if cfg.Lock != "" {
+		if err := verify.WriteLock(cfg.Lock, lockedFacts(*live, rep, cfg)); err != nil {
+			return fmt.Errorf("verify: %w", err)
+		}
+		fmt.Fprintf(stderr, "verify: lock written to %s (verdict %s)\n", cfg.Lock, lockedVerdict(rep))
 	}
 	if *asJSON {
 		err = rep.WriteJSON(stdout)
@@ -103,19 +111,20 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // runVerify builds the upstream client and the bridge the way serve does and runs the gates.
-func runVerify(ctx context.Context, cfg *config.Config, plan *verify.Plan, tts map[string]string, stderr io.Writer) (*verify.Report, error) {
+// With cfg.Lock it also reads the upstream's pinned facts before the run (the lock's).
+func runVerify(ctx context.Context, cfg *config.Config, plan *verify.Plan, tts map[string]string, stderr io.Writer) (*verify.Report, *verify.Lock, error) {
 	stderr = &lockedWriter{w: stderr} // the progress lines and a stdio child's stderr
 	logs := &logBuffer{}
 	log := zerolog.New(logs).Level(zerolog.DebugLevel).With().Timestamp().Logger()
 	m := metrics.New(version)
 	tl, err := loadTLS(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	up := upstreamFlags{url: cfg.Upstream, cmd: cfg.UpstreamCmd, closeWait: cfg.UpstreamCloseWait, termWait: cfg.UpstreamTermWait}
 	upstream, stop, err := verifyUpstream(up, cfg, m, tl, log, stderr)
 	if err != nil {
-		return nil, usageErr(err)
+		return nil, nil, usageErr(err)
 	}
 	defer shutdownUpstream(stop, up.closeWait+up.termWait+time.Second)
 	era := eraModern
@@ -123,11 +132,29 @@ func runVerify(ctx context.Context, cfg *config.Config, plan *verify.Plan, tts m
 		era = verifyEra(ctx, upstream, cfg.StatusTimeout, log)
 	}
 	if era == eraUnknown {
-		return nil, fmt.Errorf("the upstream %s did not answer within %s", up.describe(), cfg.StatusTimeout)
+		return nil, nil, fmt.Errorf("the upstream %s did not answer within %s", up.describe(), cfg.StatusTimeout)
+	}
+	var live *verify.Lock
+	if cfg.Lock != "" {
+		var lc *legacy.Client // a 2025-11-25 upstream is read through initialize
+		if era == eraLegacy {
+			hc, h := upstreamHTTP(cfg, m, tl)
+			lc = legacy.NewClient(legacy.ClientOptions{URL: up.url, Header: h, HTTPClient: hc,
+				ClientInfo: legacy.Implementation{Name: "taskbridge-lock", Version: version}})
+		}
+		probe, err := newLockProbe(upstream, lc, cfg)
+		if err != nil {
+			return nil, nil, usageErr(err)
+		}
+		l, err := probe.live(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("lock: the upstream's facts: %w", err)
+		}
+		live = &l
 	}
 	rawStore, err := openStore(ctx, cfg.Store)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rawStore.Close()
 	st := m.InstrumentStore(rawStore)
@@ -165,7 +192,7 @@ func runVerify(ctx context.Context, cfg *config.Config, plan *verify.Plan, tts m
 		}
 		return &verifyEngine{Door: door, b: b}, nil
 	}
-	return verify.Run(ctx, verify.Options{Start: start, Metrics: m, Auth: cfg.Auth, Logs: logs.Bytes, Plan: plan,
+	rep, err := verify.Run(ctx, verify.Options{Start: start, Metrics: m, Auth: cfg.Auth, Logs: logs.Bytes, Plan: plan,
 		Progress: stderr, MaxConcurrentTasks: cfg.MaxConcurrentTasks, Facts: []verify.Fact{
 			{Name: "bridge", Value: "taskbridge " + version},
 			{Name: "upstream", Value: up.describe()},
@@ -174,6 +201,7 @@ func runVerify(ctx context.Context, cfg *config.Config, plan *verify.Plan, tts m
 			{Name: "configuration", Value: configHash(cfg)},
 			{Name: "store", Value: "temporary SQLite (removed at exit)"},
 		}})
+	return rep, live, err
 }
 
 // verifyUpstream is openUpstream with a stdio child's requests counted too.

@@ -73,6 +73,8 @@ type Config struct {
 	KillSwitch            bool          `key:"kill_switch" help:"refuse all new task creation at once; existing tasks are still served"`
 	Sunset                time.Time     `key:"sunset" help:"date (YYYY-MM-DD, UTC) from which new legacy task creation is refused; \"off\" disables"`
 	SunsetWarn            time.Duration `key:"sunset_warn" help:"how long before the sunset the bridge starts warning in its log"`
+	Lock                  string        `key:"lock" help:"the pinned manifest (docs/verify.md): verify --lock writes it; serve --lock compares the live upstream with it at start and on reload"`
+	LockDrift             string        `key:"lock_drift" help:"what serve does when the upstream differs from the lock: warn (log, count, show on /status) or refuse (also refuse new task starts)"`
 	DrainTimeout          time.Duration `key:"drain_timeout" help:"longest a drain waits for in-flight calls and tracked tasks before the process exits"`
 	DrainQuiet            time.Duration `key:"drain_quiet" help:"how long a draining replica must be idle before it exits"`
 	ReportWindow          time.Duration `key:"report_window" help:"how far back the migration report and /status look for legacy clients"`
@@ -144,6 +146,7 @@ func Default() *Config {
 		ListPageSize:      d.ListPageSize,
 		Sunset:            time.Date(2027, 7, 28, 0, 0, 0, 0, time.UTC),
 		SunsetWarn:        90 * 24 * time.Hour,
+		LockDrift:         "warn",
 		DrainTimeout:      10 * time.Minute,
 		DrainQuiet:        5 * time.Second,
 		ReportWindow:      d.SessionRetention,
@@ -583,6 +586,9 @@ func (c *Config) Validate(needUpstream bool) error {
 	}
 	if !slices.Contains([]string{"trace", "debug", "info", "warn", "error"}, c.LogLevel) {
 		bad("log_level", "want debug, info, warn or error, got %q", c.LogLevel)
+	}
+	if !slices.Contains([]string{"warn", "refuse"}, c.LockDrift) {
+		bad("lock_drift", "want warn or refuse, got %q", c.LockDrift)
 	}
 	if !slices.Contains([]string{"auto", "json", "console"}, c.LogFormat) {
 		bad("log_format", "want auto, json or console, got %q", c.LogFormat)

@@ -26,7 +26,7 @@ var topics = []Group{
 	{"Tasks and polling", []string{"poll_floor_ms", "poll_ceil_ms", "max_ttl", "heartbeat", "list_page_size", "tool_task_support"}},
 	{"Fallback for upstreams without tasks", []string{"host_allow", "host_deny", "no_hosting", "host_workers"}},
 	{"Limits per principal", []string{"max_concurrent_tasks", "request_rate", "request_burst"}},
-	{"Retirement, kill switch and drain", []string{"kill_switch", "sunset", "sunset_warn", "drain_timeout", "drain_quiet", "report_window"}},
+	{"Retirement, kill switch and drain", []string{"kill_switch", "sunset", "sunset_warn", "drain_timeout", "drain_quiet", "report_window", "lock", "lock_drift"}},
 	{"Authentication", []string{"auth"}},
 }
 
@@ -106,7 +106,7 @@ func fieldOf(key string) (field, bool) {
 
 // valueNames overrides the value placeholder of keys whose type alone says too little.
 var valueNames = map[string]string{
-	"listen": "ADDR", "admin": "ADDR", "upstream": "URL", "upstream_cmd": "CMD", "upstream_authorization": "VALUE",
+	"lock": "FILE", "listen": "ADDR", "admin": "ADDR", "upstream": "URL", "upstream_cmd": "CMD", "upstream_authorization": "VALUE",
 	"store": "DSN", "log_level": "LEVEL", "log_format": "FORMAT", "max_body": "BYTES", "max_result_bytes": "BYTES",
 	"tool_task_support": "TOOL=MODE,…", "sunset": "DATE|off",
 }

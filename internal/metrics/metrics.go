@@ -59,7 +59,7 @@ var protocolVersions = map[string]bool{
 
 // RefusalReasons are the tasks_refused_total reasons, created at zero. The admission code
 // refuses with exactly these.
-var RefusalReasons = []string{"draining", "kill_switch", "sunset", "max_concurrent_tasks", "overloaded"}
+var RefusalReasons = []string{"draining", "kill_switch", "lock_drift", "sunset", "max_concurrent_tasks", "overloaded"}
 
 // Method returns the label value for a JSON-RPC method: itself when known, else "other".
 func Method(m string) string {
@@ -89,6 +89,8 @@ type Metrics struct {
 	killSwitch      prometheus.Gauge
 	sunsetTime      prometheus.Gauge
 	sunsetUnix      atomic.Int64 // the sunset for sunset_remaining_seconds; 0: none
+	lockDrift       prometheus.Gauge
+	lockChecks      *prometheus.CounterVec
 
 	// The upstream's shape and push streams (shape.go).
 	probes        *prometheus.CounterVec
@@ -124,7 +126,7 @@ func New(version string) *Metrics {
 	m.tasksCreated = f.counterVec("tasks_created_total",
 		"Tasks created for legacy clients, by mode (translate, host, complete).", "mode")
 	m.tasksRefused = f.counterVec("tasks_refused_total",
-		"Task creations refused before reaching the upstream, by reason (draining, kill_switch, sunset).", "reason")
+		"Task creations refused before reaching the upstream, by reason (draining, kill_switch, lock_drift, sunset, max_concurrent_tasks, overloaded).", "reason")
 	m.fallback = f.counterVec("fallback_decisions_total",
 		"Route decisions for tools/call, by decision (translate, host, collapse, passthrough, refuse).", "decision")
 	m.pollsCoalesced = f.counter("polls_coalesced_total",
@@ -144,6 +146,10 @@ func New(version string) *Metrics {
 		"Unix time of the configured sunset of the 2025-11-25 experimental tasks API (0: none).")
 	reg.MustRegister(&sunsetCollector{m: m, desc: prometheus.NewDesc(Namespace+"_sunset_remaining_seconds",
 		"Seconds left until the configured sunset, at scrape time (negative after it; absent without a sunset).", nil, nil)})
+	m.lockDrift = f.gauge("lock_drift",
+		"Pinned facts of the serve --lock file that differ from the live upstream now (0: none, or no lock).")
+	m.lockChecks = f.counterVec("lock_checks_total",
+		"Comparisons of the live upstream with the serve --lock file, by result (match, drift, failed: the upstream or the lock could not be read).", "result")
 	bi := f.gaugeVec("build_info", "Always 1, labelled with the taskbridge version.", "version")
 	bi.WithLabelValues(version).Set(1)
 	m.tasks = &tasksCollector{desc: prometheus.NewDesc(Namespace+"_tasks_in_flight",
@@ -178,6 +184,9 @@ func (m *Metrics) zeroSeries() {
 		m.answersRefused.WithLabelValues(kind)
 	}
 	m.legacyClients.WithLabelValues("other", "other", "other")
+	for _, r := range LockResults {
+		m.lockChecks.WithLabelValues(r)
+	}
 }
 
 // Registry returns the underlying registry (for tests and extra collectors).

@@ -54,6 +54,9 @@ type Options struct {
 	Policy       func() (killSwitch bool, sunset time.Time)
 	SunsetWarn   time.Duration
 	ReportWindow time.Duration
+	// Lock, when set, gives the last comparison of the upstream with serve --lock's file
+	// (nil result: no lock configured).
+	Lock func() *LockStatus
 }
 
 // Handler returns the admin mux. Its POST endpoints refuse requests a web page could

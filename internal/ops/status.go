@@ -24,6 +24,7 @@ type statusData struct {
 	Checks     []Check            `json:"checks"`
 	Decisions  map[string]float64 `json:"routeDecisions"` // this replica, since start
 	Replica    replicaData        `json:"replica"`
+	Lock       *LockStatus        `json:"lock,omitempty"` // serve --lock; absent without one
 	Error      string             `json:"error,omitempty"`
 }
 
@@ -44,6 +45,9 @@ func (s *server) data(r *http.Request) statusData {
 		Replica:   replicaData{InflightRequests: s.o.Inflight.Count()}}
 	if s.o.ActiveTasks != nil {
 		d.Replica.TrackedTasks = s.o.ActiveTasks()
+	}
+	if s.o.Lock != nil {
+		d.Lock = s.o.Lock()
 	}
 	if !sunset.IsZero() {
 		d.SunsetPast = !now.Before(sunset)
@@ -209,6 +213,7 @@ var statusTmpl = template.Must(template.New("status").Funcs(funcs).Parse(`<!doct
 <main>
 {{if .Error}}<p class="banner bad">{{.Error}}</p>{{end}}
 {{if .KillSwitch}}<p class="banner bad"><strong>Kill switch is on:</strong> all new task creation is refused; existing tasks are still served.</p>{{end}}
+{{with .Lock}}{{if .Drift}}<p class="banner {{if .Refusing}}bad{{else}}warn{{end}}" id="lock"><strong>The upstream differs from the verified lock</strong> <code>{{.File}}</code> (verified {{.Verified}}): {{range $i, $d := .Drift}}{{if $i}}; {{end}}{{$d}}{{end}}. {{if .Refusing}}New task starts are refused (lock_drift: refuse){{else}}New tasks are still accepted (lock_drift: warn){{end}}; run <code>taskbridge verify --lock</code> again, then reload.</p>{{else if .Error}}<p class="banner warn" id="lock">{{.Error}}</p>{{else}}<p class="banner ok" id="lock">The upstream matches the verified lock <code>{{.File}}</code> (verified {{.Verified}}, verdict {{.Verdict}}).</p>{{end}}{{end}}
 {{if .Draining}}<p class="banner warn"><strong>Draining:</strong> new task-augmented calls are refused on this replica; in-flight calls and existing tasks are finishing.</p>{{end}}
 {{with .Report}}{{if not .Sunset.IsZero}}
   {{if $.SunsetPast}}<p class="banner bad" id="sunset"><strong>Sunset passed</strong> on {{day .Sunset}} ({{$.DaysPast}} days ago): new legacy tasks are refused; existing tasks are served until their ttl.</p>

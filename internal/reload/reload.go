@@ -38,6 +38,10 @@ type Applier struct {
 	// one, and returns the commit that swaps it in. Commit must not fail. Prepare is only
 	// called when one of Keys changed.
 	Prepare func(next *config.Config) (commit func(), err error)
+	// Always: Prepare is called on every reload, whether Keys changed or not (a setting that
+	// names a file whose content may have changed since: the lock file). It is listed in
+	// Applied only when one of Keys changed.
+	Always bool
 }
 
 // Result is what one reload did.
@@ -144,16 +148,25 @@ func (r *Reloader) reload(source string) Result {
 			res.NeedsRestart = append(res.NeedsRestart, c)
 		}
 	}
+	changed := len(touched)
+	for i := range r.appliers {
+		if a := &r.appliers[i]; a.Always && !slices.Contains(touched, a) {
+			touched = append(touched, a)
+		}
+	}
 	commits := make([]func(), 0, len(touched))
-	for _, a := range touched {
+	for i, a := range touched {
 		commit, err := a.Prepare(next)
 		if err != nil {
 			res.Changed = []config.Change{}
+			res.Applied = []string{}
 			res.Error = fmt.Sprintf("%s: %v; nothing changed", a.Area, err)
 			return res
 		}
 		commits = append(commits, commit)
-		res.Applied = append(res.Applied, a.Area)
+		if i < changed {
+			res.Applied = append(res.Applied, a.Area)
+		}
 	}
 	for _, commit := range commits {
 		commit()

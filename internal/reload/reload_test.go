@@ -181,3 +181,31 @@ func lastLine(b *bytes.Buffer) string {
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	return lines[len(lines)-1]
 }
+
+// TestReloadAlways: an Always applier prepares and commits on every reload, changed keys
+// or not (the lock file is re-read), and is listed in Applied only when one of its keys
+// changed; when it refuses, nothing commits.
+func TestReloadAlways(t *testing.T) {
+	e := newEnv(t, base)
+	var runs atomic.Int32
+	var refuse atomic.Bool
+	must(t, e.r.Register(Applier{Area: "lock", Keys: []string{"lock", "lock_drift"}, Always: true,
+		Prepare: func(*config.Config) (func(), error) {
+			if refuse.Load() {
+				return nil, errors.New("lock unreadable")
+			}
+			return func() { runs.Add(1) }, nil
+		}}))
+	if res := e.r.Reload(context.Background(), "SIGHUP"); !res.OK || runs.Load() != 1 || len(res.Applied) != 0 {
+		t.Fatalf("unchanged reload: %+v, runs %d", res, runs.Load())
+	}
+	e.write(base + "lock_drift: refuse\n")
+	if res := e.r.Reload(context.Background(), "SIGHUP"); !res.OK || runs.Load() != 2 || strings.Join(res.Applied, ",") != "lock" {
+		t.Fatalf("changed reload: %+v, runs %d", res, runs.Load())
+	}
+	refuse.Store(true)
+	e.write(base + "lock_drift: refuse\nkill_switch: true\n")
+	if res := e.r.Reload(context.Background(), "SIGHUP"); res.OK || e.kill.Load() || !strings.Contains(res.Error, "lock: lock unreadable") {
+		t.Fatalf("a refusing Always applier: %+v, kill %v", res, e.kill.Load())
+	}
+}

@@ -36,7 +36,7 @@ type Store struct {
 
 	// taskCols and inputCols are the SELECT lists of tasks and inputs for the schema's
 	// version (sqlrec.SelectList: a read-only open of an older schema).
-	taskCols, inputCols string
+	taskCols, inputCols, sessionCols string
 
 	// done is cancelled by Close to stop every Listen call.
 	done   context.Context
@@ -134,13 +134,14 @@ func newStore(pool *pgxpool.Pool) *Store {
 // setColumns sets the SELECT lists for a schema at version v.
 func (s *Store) setColumns(v int) {
 	empty := func(col string) string {
-		if col == "upstream_session_id" || col == "trace_parent" {
+		if col == "upstream_session_id" || col == "trace_parent" || col == "upstream_session" {
 			return "''::text"
 		}
 		return "NULL::json"
 	}
 	s.taskCols = sqlrec.SelectList(sqlrec.TaskColumns, v, empty)
 	s.inputCols = sqlrec.SelectList(sqlrec.InputColumns, v, empty)
+	s.sessionCols = sqlrec.SelectList(sqlrec.SessionColumns, v, empty)
 }
 
 // CheckWritable commits a new heartbeat time: a real write, so a read-only role, a

@@ -16,7 +16,7 @@ import (
 
 // ListSessions returns the sessions last seen at or after since, most recently seen first.
 func (s *Store) ListSessions(ctx context.Context, since time.Time) ([]*record.Session, error) {
-	return query(ctx, s, "list sessions", sqlrec.ScanSession, `SELECT `+sqlrec.SessionColumns+` FROM sessions
+	return query(ctx, s, "list sessions", sqlrec.ScanSession, `SELECT `+s.sessionCols+` FROM sessions
 		WHERE last_seen_at >= $1 ORDER BY last_seen_at DESC, id DESC`, sqlrec.Ms(since))
 }
 

@@ -144,6 +144,9 @@ ALTER TABLE inputs ADD COLUMN upstream_request_id json;
 	`
 ALTER TABLE tasks ADD COLUMN trace_parent text NOT NULL DEFAULT '';
 `,
+	// 6: the legacy pass-through's records: the upstream session a client session is
+	// forwarded over, adopted after a restart (record.Session.UpstreamSessionID).
+	`ALTER TABLE sessions ADD COLUMN upstream_session text NOT NULL DEFAULT '';`,
 }
 
 // requireSchema fails with store.ErrNoStore unless the connection's search_path shows a

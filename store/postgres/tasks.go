@@ -16,7 +16,7 @@ import (
 // CreateSession inserts se. ErrConflict when the id exists.
 func (s *Store) CreateSession(ctx context.Context, se *record.Session) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO sessions (`+sqlrec.SessionColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, sqlrec.SessionArgs(se)...)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, sqlrec.SessionArgs(se)...)
 	if err != nil {
 		return fmt.Errorf("postgres: create session: %w", mapErr(err))
 	}
@@ -25,7 +25,7 @@ func (s *Store) CreateSession(ctx context.Context, se *record.Session) error {
 
 // GetSession returns the session with id, or ErrNotFound.
 func (s *Store) GetSession(ctx context.Context, id string) (*record.Session, error) {
-	se, err := sqlrec.ScanSession(s.pool.QueryRow(ctx, `SELECT `+sqlrec.SessionColumns+` FROM sessions WHERE id = $1`, id))
+	se, err := sqlrec.ScanSession(s.pool.QueryRow(ctx, `SELECT `+s.sessionCols+` FROM sessions WHERE id = $1`, id))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: get session: %w", mapErr(err))
 	}

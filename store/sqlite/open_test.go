@@ -95,7 +95,8 @@ func TestReadWriteExistingMigratesForward(t *testing.T) {
 	}
 	// Back to version 1, as a store written before the heartbeat existed.
 	if _, err := db.Exec(`DROP TABLE heartbeat; ALTER TABLE tasks DROP COLUMN upstream_session_id; ALTER TABLE tasks DROP COLUMN trace_parent;
-		ALTER TABLE inputs DROP COLUMN upstream_request_id; DELETE FROM schema_version WHERE version >= 2`); err != nil {
+		ALTER TABLE inputs DROP COLUMN upstream_request_id; ALTER TABLE sessions DROP COLUMN upstream_session;
+		DELETE FROM schema_version WHERE version >= 2`); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
@@ -127,7 +128,8 @@ func TestReadOnlyAcceptsOlderSchema(t *testing.T) {
 	rw.Close()
 	db, _ := sql.Open("sqlite", path)
 	if _, err := db.Exec(`DROP TABLE heartbeat; ALTER TABLE tasks DROP COLUMN upstream_session_id; ALTER TABLE tasks DROP COLUMN trace_parent;
-		ALTER TABLE inputs DROP COLUMN upstream_request_id; DELETE FROM schema_version WHERE version >= 2`); err != nil {
+		ALTER TABLE inputs DROP COLUMN upstream_request_id; ALTER TABLE sessions DROP COLUMN upstream_session;
+		DELETE FROM schema_version WHERE version >= 2`); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()

@@ -14,7 +14,7 @@ import (
 
 // ListSessions returns the sessions last seen at or after since, most recently seen first.
 func (s *Store) ListSessions(ctx context.Context, since time.Time) ([]*record.Session, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+sqlrec.SessionColumns+` FROM sessions WHERE last_seen_at >= ?
+	rows, err := s.r.QueryContext(ctx, `SELECT `+s.sessionCols+` FROM sessions WHERE last_seen_at >= ?
 		ORDER BY last_seen_at DESC, id DESC`, sqlrec.Ms(since))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list sessions: %w", err)

@@ -90,6 +90,9 @@ ALTER TABLE inputs ADD COLUMN upstream_request_id BLOB;
 	`
 ALTER TABLE tasks ADD COLUMN trace_parent TEXT NOT NULL DEFAULT '';
 `,
+	// 6: the legacy pass-through's records: the upstream session a client session is
+	// forwarded over, adopted after a restart (record.Session.UpstreamSessionID).
+	`ALTER TABLE sessions ADD COLUMN upstream_session TEXT NOT NULL DEFAULT '';`,
 }
 
 // schemaVersion returns the schema version of db, 0 when it has no schema_version table.

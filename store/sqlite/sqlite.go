@@ -56,7 +56,7 @@ type Store struct {
 
 	// taskCols and inputCols are the SELECT lists of tasks and inputs for the file's
 	// schema version (sqlrec.SelectList: a read-only open of an older file).
-	taskCols, inputCols string
+	taskCols, inputCols, sessionCols string
 
 	closeOnce sync.Once
 	closeErr  error
@@ -141,13 +141,13 @@ func OpenMode(ctx context.Context, path string, mode Mode) (*Store, error) {
 // newStore is a Store over the two pools of a file at schema version v.
 func newStore(w, r *sql.DB, v int) *Store {
 	empty := func(col string) string {
-		if col == "upstream_session_id" || col == "trace_parent" {
+		if col == "upstream_session_id" || col == "trace_parent" || col == "upstream_session" {
 			return "''"
 		}
 		return "NULL"
 	}
 	return &Store{w: w, r: r, taskCols: sqlrec.SelectList(sqlrec.TaskColumns, v, empty),
-		inputCols: sqlrec.SelectList(sqlrec.InputColumns, v, empty)}
+		inputCols: sqlrec.SelectList(sqlrec.InputColumns, v, empty), sessionCols: sqlrec.SelectList(sqlrec.SessionColumns, v, empty)}
 }
 
 // openReadOnly opens both pools with mode=ro, so every write fails with SQLITE_READONLY

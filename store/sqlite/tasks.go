@@ -15,7 +15,7 @@ import (
 // CreateSession inserts se. ErrConflict when the id exists.
 func (s *Store) CreateSession(ctx context.Context, se *record.Session) error {
 	_, err := s.w.ExecContext(ctx, `INSERT INTO sessions (`+sqlrec.SessionColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, sqlrec.SessionArgs(se)...)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, sqlrec.SessionArgs(se)...)
 	if err != nil {
 		return fmt.Errorf("sqlite: create session: %w", mapErr(err))
 	}
@@ -24,7 +24,7 @@ func (s *Store) CreateSession(ctx context.Context, se *record.Session) error {
 
 // GetSession returns the session with id, or ErrNotFound.
 func (s *Store) GetSession(ctx context.Context, id string) (*record.Session, error) {
-	se, err := sqlrec.ScanSession(s.r.QueryRowContext(ctx, `SELECT `+sqlrec.SessionColumns+` FROM sessions WHERE id = ?`, id))
+	se, err := sqlrec.ScanSession(s.r.QueryRowContext(ctx, `SELECT `+s.sessionCols+` FROM sessions WHERE id = ?`, id))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get session: %w", mapErr(err))
 	}

@@ -24,6 +24,7 @@ func testSessions(t *testing.T, s store.Store) {
 		Principal:          "alice",
 		CreatedAt:          base,
 		LastSeenAt:         base.Add(time.Second),
+		UpstreamSessionID:  "upstream-session-7f3a",
 	}
 	bare := &record.Session{ID: "s2", ProtocolVersion: "2025-06-18", CreatedAt: base, LastSeenAt: base}
 	for _, in := range []*record.Session{full, bare} {

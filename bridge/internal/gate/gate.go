@@ -7,8 +7,9 @@
 //
 // Two questions, asked in this order:
 //
-//	Admit    may a new task start?  kill switch → sunset (tasks on the 2025-11-25 API) → drain →
-//	         the owner's unfinished tasks (max_concurrent_tasks)
+//	Admit    may a new task start?  kill switch → lock drift (serve --lock with lock_drift:
+//	         refuse) → sunset (tasks on the 2025-11-25 API) → drain → the owner's unfinished
+//	         tasks (max_concurrent_tasks)
 //	Acquire  may one more upstream call start?  in-flight calls to the upstream
 //	         (max_upstream_inflight); beyond the cap: "overloaded, retry after" at once
 //
@@ -24,6 +25,7 @@ package gate
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,6 +93,7 @@ type Gate struct {
 	metrics    *metrics.Metrics
 	retryAfter time.Duration
 	inflight   atomic.Int64
+	drift      atomic.Pointer[jsonrpc.Error] // the lock-drift refusal in force; nil: none
 }
 
 // New returns a Gate holding c.Policy.
@@ -109,6 +112,14 @@ func New(c Config) *Gate {
 // SetPolicy replaces the policy; calls already admitted are not affected, the next one
 // sees p. This is the one runtime setter (a configuration reload calls it).
 func (g *Gate) SetPolicy(p Policy) { g.policy.Store(&p) }
+
+// SetDrift sets the refusal of new tasks while the live upstream differs from its pinned
+// lock (serve --lock with lock_drift: refuse; LockDriftError builds it); nil lifts it.
+// Drift is process state, not policy: a reload that leaves the lock alone keeps it.
+func (g *Gate) SetDrift(err *jsonrpc.Error) { g.drift.Store(err) }
+
+// Drift returns the lock-drift refusal in force, or nil.
+func (g *Gate) Drift() *jsonrpc.Error { return g.drift.Load() }
 
 // Policy returns the current policy.
 func (g *Gate) Policy() Policy { return *g.policy.Load() }
@@ -136,6 +147,8 @@ func (g *Gate) Admit(ctx context.Context, t Task) error {
 	switch {
 	case p.KillSwitch:
 		return g.refuse("kill_switch", ErrKillSwitch)
+	case g.drift.Load() != nil:
+		return g.refuse("lock_drift", g.drift.Load())
 	case t.Era != Modern && !p.Sunset.IsZero() && !g.now().Before(p.Sunset):
 		return g.refuse("sunset", sunsetError(p.Sunset, t.Era))
 	case g.draining != nil && g.draining():
@@ -208,6 +221,16 @@ func sunsetError(sunset time.Time, era Era) *jsonrpc.Error {
 			" (existing tasks are served until their ttl)").
 		WithData(map[string]any{"reason": "sunset", "retiredOn": day, "retryable": false,
 			"replacement": map[string]string{"extension": "io.modelcontextprotocol/tasks", "protocolVersion": "2026-07-28"}})
+}
+
+// LockDriftError is the lock-drift refusal: changes are the drifted facts, one line each
+// ("tool slow_compute taskSupport: optional → required"), lock the lock file's name. The
+// message names every change, so the operator sees at once which tool changed.
+func LockDriftError(lock string, changes []string) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeTasksRefused,
+		"the upstream differs from the verified lock "+lock+" ("+strings.Join(changes, "; ")+
+			"): new tasks are refused until taskbridge verify --lock is run again; existing tasks are still served; call the tool without a task").
+		WithData(map[string]any{"reason": "lock_drift", "retryable": false, "changed": changes})
 }
 
 func tooManyTasks(limit int) *jsonrpc.Error {

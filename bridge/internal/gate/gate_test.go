@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -162,5 +163,34 @@ func TestLedger(t *testing.T) {
 	}
 	if n := l.Active("c"); n != MaxLedgerEntries {
 		t.Fatalf("ledger holds %d, want the bound %d", n, MaxLedgerEntries)
+	}
+}
+
+// TestLockDriftRefusal: with a drift set, every era's new task is refused with -32012,
+// reason lock_drift, and a message naming what changed; the kill switch still comes
+// first; SetDrift(nil) lifts it; a policy reload leaves it alone.
+func TestLockDriftRefusal(t *testing.T) {
+	ctx := context.Background()
+	g := New(Config{})
+	g.SetDrift(LockDriftError("tb.lock", []string{"tool slow_compute taskSupport: optional → required"}))
+	for _, era := range []Era{Legacy, Modern, LegacyUpstream} {
+		err := g.Admit(ctx, Task{Era: era, Owner: "o"})
+		code, reason := reasonOf(t, err)
+		if code != jsonrpc.CodeTasksRefused || reason != "lock_drift" || !strings.Contains(err.Error(), "slow_compute") {
+			t.Errorf("era %d: %d %s %v", era, code, reason, err)
+		}
+	}
+	g.SetPolicy(Policy{MaxInflight: 3}) // a reload of the policy keeps the drift
+	if _, reason := reasonOf(t, g.Admit(ctx, Task{Era: Legacy})); reason != "lock_drift" {
+		t.Errorf("after SetPolicy: %s", reason)
+	}
+	g.SetPolicy(Policy{KillSwitch: true})
+	if _, reason := reasonOf(t, g.Admit(ctx, Task{Era: Legacy})); reason != "kill_switch" {
+		t.Errorf("kill switch and drift: %s, want kill_switch first", reason)
+	}
+	g.SetPolicy(Policy{})
+	g.SetDrift(nil)
+	if err := g.Admit(ctx, Task{Era: Legacy}); err != nil {
+		t.Errorf("after SetDrift(nil): %v", err)
 	}
 }

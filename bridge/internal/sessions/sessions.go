@@ -62,14 +62,14 @@ func noSession(err error) error {
 func FromRecord(r *record.Session) *legacy.Session {
 	return &legacy.Session{ID: r.ID, ProtocolVersion: r.ProtocolVersion, ClientInfo: r.ClientInfo,
 		ClientCapabilities: r.ClientCapabilities, Principal: r.Principal, CreatedAt: r.CreatedAt,
-		LastSeenAt: r.LastSeenAt, Closed: r.Closed}
+		LastSeenAt: r.LastSeenAt, Closed: r.Closed, Upstream: r.UpstreamSessionID}
 }
 
 // ToRecord is the session record of the face's session.
 func ToRecord(s *legacy.Session) *record.Session {
 	return &record.Session{ID: s.ID, ProtocolVersion: s.ProtocolVersion, ClientInfo: s.ClientInfo,
 		ClientCapabilities: s.ClientCapabilities, Principal: s.Principal, CreatedAt: s.CreatedAt,
-		LastSeenAt: s.LastSeenAt, Closed: s.Closed}
+		LastSeenAt: s.LastSeenAt, Closed: s.Closed, UpstreamSessionID: s.Upstream}
 }
 
 // Owner is the identity a legacy session's tasks are bound to: its principal, or the

@@ -94,9 +94,9 @@ func RawOf(b []byte) json.RawMessage {
 
 // addedIn names the columns later migrations added, with the schema version that added
 // them.
-var addedIn = map[string]int{"upstream_session_id": 4, "upstream_request_id": 4, "trace_parent": 5}
+var addedIn = map[string]int{"upstream_session_id": 4, "upstream_request_id": 4, "trace_parent": 5, "upstream_session": 6}
 
-// SelectList is cols (TaskColumns or InputColumns) as the SELECT list of a store whose
+// SelectList is cols (TaskColumns, InputColumns or SessionColumns) as the SELECT list of a store whose
 // schema is at version v: a column added after v reads as empty (empty(col) is the
 // dialect's typed empty value), so an operator command built later still reads a store the
 // fleet has not migrated yet. For the current schema it is cols unchanged.
@@ -163,12 +163,13 @@ func ScanTask(row Row) (*record.Task, error) {
 // ---- sessions --------------------------------------------------------------------------
 
 // SessionColumns are the columns of sessions, in the order of SessionArgs and ScanSession.
-const SessionColumns = `id, protocol_version, client_info, client_capabilities, principal, created_at, last_seen_at, closed`
+const SessionColumns = `id, protocol_version, client_info, client_capabilities, principal, created_at, last_seen_at, closed,
+	upstream_session`
 
 // SessionArgs are the values of SessionColumns.
 func SessionArgs(se *record.Session) []any {
 	return []any{se.ID, se.ProtocolVersion, Raw(se.ClientInfo), Raw(se.ClientCapabilities), se.Principal,
-		Ms(se.CreatedAt), Ms(se.LastSeenAt), se.Closed}
+		Ms(se.CreatedAt), Ms(se.LastSeenAt), se.Closed, se.UpstreamSessionID}
 }
 
 // ScanSession reads a row of SessionColumns.
@@ -178,7 +179,7 @@ func ScanSession(row Row) (*record.Session, error) {
 		info, caps     []byte
 		created, lastS int64
 	)
-	if err := row.Scan(&se.ID, &se.ProtocolVersion, &info, &caps, &se.Principal, &created, &lastS, &se.Closed); err != nil {
+	if err := row.Scan(&se.ID, &se.ProtocolVersion, &info, &caps, &se.Principal, &created, &lastS, &se.Closed, &se.UpstreamSessionID); err != nil {
 		return nil, err
 	}
 	se.ClientInfo, se.ClientCapabilities = RawOf(info), RawOf(caps)
