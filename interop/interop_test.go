@@ -222,7 +222,7 @@ func TestLegacyClientThroughBridge(t *testing.T) {
 		o := e.run(t, "tools")
 		o.checkOK(t)
 		want := []string{"greet", "echo", "slow_compute", "failing_job", "protocol_error_job",
-			"confirm_delete", "multi_input", "test_tool_with_task", "long_job"}
+			"confirm_delete", "multi_input", "test_tool_with_task", "long_job", "region_lookup"}
 		ts, _ := o.get("taskSupport").(map[string]any)
 		for _, name := range want {
 			if _, ok := ts[name]; !ok {
