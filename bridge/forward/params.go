@@ -47,11 +47,12 @@ func paramsFromList(res json.RawMessage) map[string]toolParams {
 	return out
 }
 
-// invalidTools names the tools of a tools/list page a conforming client must not offer,
-// logging each at debug level with its reason (the spec's SHOULD log when rejecting).
-func (b *Bridge) invalidTools(res json.RawMessage) map[string]bool {
+// invalidTools names the tools of a tools/list page (annotated: paramsFromList) a
+// conforming client must not offer, logging each at debug level with its reason (the
+// spec's SHOULD log when rejecting).
+func (b *Bridge) invalidTools(annotated map[string]toolParams) map[string]bool {
 	var drop map[string]bool
-	for name, tp := range paramsFromList(res) {
+	for name, tp := range annotated {
 		if tp.invalid == nil {
 			continue
 		}

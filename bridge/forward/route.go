@@ -192,15 +192,16 @@ func (b *Bridge) advertiseTools(ctx context.Context, sess *legacy.Session, req *
 	}
 	client := fallback.LegacyClient(sess.ProtocolVersion)
 	tools := fallback.ToolsFromList(up.Era, res)
+	annotated := paramsFromList(res)
 	if !gjson.GetBytes(req.Params, "cursor").Exists() && !gjson.GetBytes(res, "nextCursor").Exists() {
 		byName := make(map[string]fallback.Tool, len(tools))
 		for _, t := range tools {
 			byName[t.Name] = t
 		}
-		b.fb.tools.Store(&toolsSnapshot{byName: byName, params: paramsFromList(res), fetchedAt: time.Now()})
+		b.fb.tools.Store(&toolsSnapshot{byName: byName, params: annotated, fetchedAt: time.Now()})
 	}
 	// A tool with invalid x-mcp-header annotations is not offered (params.go).
-	if drop := b.invalidTools(res); drop != nil {
+	if drop := b.invalidTools(annotated); drop != nil {
 		if res, err = mapping.WithoutTools(res, func(name string) bool { return drop[name] }); err != nil {
 			return nil, err
 		}
