@@ -185,6 +185,7 @@ func (u modernUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u.checkHeaders(r, method, msg)
+	withParamHeaders(r, msg)
 	id, isRequest := msg["id"]
 	if !isRequest {
 		w.WriteHeader(http.StatusAccepted)
@@ -198,8 +199,27 @@ func (u modernUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`+compact(id)+`,"error":{"code":-32601,"message":"Method not found"}}`)
 	case method == sep2663.MethodDiscover && !u.scripted[method]:
 		reply(w, id, defaultDiscover)
+	case method == "tools/list" && !u.scripted[method]:
+		// The forward route lists the tools to learn their x-mcp-header parameters; a
+		// script that does not care gets none.
+		reply(w, id, `{"resultType":"complete","tools":[]}`)
 	default:
 		reply(w, id, u.answer(r.Context(), method, msg, false))
+	}
+}
+
+// withParamHeaders adds the request's Mcp-Param-* headers to msg as the pseudo-member
+// "$headers" (canonical names → value), so a step can pin them like body members; a
+// request without any has no "$headers" ("$headers":"$ABSENT" pins that).
+func withParamHeaders(r *http.Request, msg map[string]any) {
+	hs := map[string]any{}
+	for k, vs := range r.Header {
+		if strings.HasPrefix(k, sep2663.HeaderParamPrefix) {
+			hs[k] = strings.Join(vs, ", ")
+		}
+	}
+	if len(hs) > 0 {
+		msg["$headers"] = hs
 	}
 }
 

@@ -24,6 +24,12 @@ var modernSeq atomic.Int64
 // can be compared byte for byte).
 func modernPost(t *testing.T, url, key, method, params string) (int, string) {
 	t.Helper()
+	return modernPostH(t, url, key, method, params, nil)
+}
+
+// modernPostH is modernPost with extra request headers.
+func modernPostH(t *testing.T, url, key, method, params string, extra http.Header) (int, string) {
+	t.Helper()
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`
 	p := strings.TrimSuffix(params, "}") + "," + meta + "}"
 	n := modernSeq.Add(1)
@@ -40,6 +46,9 @@ func modernPost(t *testing.T, url, key, method, params string) (int, string) {
 		}
 	}
 	req.Header.Set("Authorization", "Bearer "+key)
+	for k, vs := range extra {
+		req.Header[k] = vs
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

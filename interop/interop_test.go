@@ -222,7 +222,7 @@ func TestLegacyClientThroughBridge(t *testing.T) {
 		o := e.run(t, "tools")
 		o.checkOK(t)
 		want := []string{"greet", "echo", "slow_compute", "failing_job", "protocol_error_job",
-			"confirm_delete", "multi_input", "test_tool_with_task", "long_job"}
+			"confirm_delete", "multi_input", "test_tool_with_task", "long_job", "region_lookup"}
 		ts, _ := o.get("taskSupport").(map[string]any)
 		for _, name := range want {
 			if _, ok := ts[name]; !ok {
@@ -397,6 +397,29 @@ func TestLegacyClientThroughBridge(t *testing.T) {
 		}
 		if got, want := o.text("result"), "Long job finished after 1s."; got != want {
 			t.Errorf("result text %q, want %q", got, want)
+		}
+	})
+
+	// region_lookup marks region with x-mcp-header; the fixture rejects a call without a
+	// matching Mcp-Param-Region (-32020). The TS SDK v1 client knows nothing of it: the
+	// bridge mirrors the argument (issue 16 acceptance 3), synchronously and as a task.
+	t.Run("x-mcp-header sync", func(t *testing.T) {
+		t.Parallel()
+		o := e.run(t, "sync", "--tool", "region_lookup", "--args", `{"region":"Zürich","query":"q"}`)
+		o.checkOK(t)
+		if got, want := o.text("result"), `Lookup of "q" in Zürich done.`; got != want {
+			t.Errorf("result text %q (error %v), want %q", got, o.get("error"), want)
+		}
+	})
+	t.Run("x-mcp-header task", func(t *testing.T) {
+		t.Parallel()
+		o := e.run(t, "stream", "--tool", "region_lookup", "--args", `{"region":"us-west1","query":"t"}`)
+		o.checkOK(t)
+		if st := o.strs("statuses"); len(st) == 0 || st[len(st)-1] != "completed" {
+			t.Errorf("statuses %v, want … completed", st)
+		}
+		if got, want := o.text("result"), `Lookup of "t" in us-west1 done.`; got != want {
+			t.Errorf("result text %q (error %v), want %q", got, o.get("error"), want)
 		}
 	})
 

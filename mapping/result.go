@@ -138,3 +138,39 @@ func withTaskSupport(tool json.RawMessage, mode func(string, json.RawMessage) st
 	exec = exec.Set("taskSupport", ts)
 	return tms.Set("execution", exec.Encode()).Encode(), nil
 }
+
+// WithoutTools returns a tools/list result without the tools for which drop(name) is true;
+// every other byte of the result and of the tools kept stays as it was.
+func WithoutTools(result json.RawMessage, drop func(name string) bool) (json.RawMessage, error) {
+	ms, err := jsonobj.Parse(result)
+	if err != nil {
+		return nil, fmt.Errorf("mapping: tools/list result: %w", err)
+	}
+	rawTools, ok := ms.Get("tools")
+	if !ok {
+		return result, nil
+	}
+	tools, err := jsonobj.Elements(rawTools)
+	if err != nil {
+		return nil, fmt.Errorf("mapping: tools/list result: tools: %w", err)
+	}
+	kept := tools[:0:0]
+	for _, tool := range tools {
+		if !drop(toolName(tool)) {
+			kept = append(kept, tool)
+		}
+	}
+	if len(kept) == len(tools) {
+		return result, nil
+	}
+	return ms.Set("tools", jsonobj.EncodeArray(kept)).Encode(), nil
+}
+
+// toolName reads a tool's name ("" when it has none or the tool is not an object).
+func toolName(tool json.RawMessage) string {
+	var t struct {
+		Name string `json:"name"`
+	}
+	_ = json.Unmarshal(tool, &t)
+	return t.Name
+}

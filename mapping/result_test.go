@@ -231,3 +231,23 @@ func FuzzResultForLegacy(f *testing.F) {
 		}
 	})
 }
+
+// TestWithoutTools: only the named tools go; the rest of the result keeps its bytes, and a
+// result with nothing to drop is returned as it came.
+func TestWithoutTools(t *testing.T) {
+	in := json.RawMessage(`{"tools":[{"name":"a","x":1},{"name":"bad","inputSchema":{}},{"name":"c"}],"nextCursor":"n2"}`)
+	got, err := WithoutTools(in, func(name string) bool { return name == "bad" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"tools":[{"name":"a","x":1},{"name":"c"}],"nextCursor":"n2"}`; string(got) != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+	same, err := WithoutTools(in, func(string) bool { return false })
+	if err != nil || string(same) != string(in) {
+		t.Errorf("nothing dropped: %s, %v", same, err)
+	}
+	if _, err := WithoutTools(json.RawMessage(`{"tools":{}}`), func(string) bool { return true }); err == nil {
+		t.Error("tools not an array: want an error")
+	}
+}

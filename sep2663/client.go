@@ -111,6 +111,12 @@ type RequestMeta struct {
 	// notifications/message of that level and above on the request's stream (2026-07-28
 	// replaced logging/setLevel by this per-request field). "" keeps what params has.
 	LogLevel string
+	// Header are extra HTTP headers of this request only (the Mcp-Param-* headers of a
+	// tools/call: ParamHeaderValues, or the ones a 2026-07-28 client sent). They are added
+	// after ClientOptions.Header; the protocol headers (MCP-Protocol-Version, Mcp-Method,
+	// Mcp-Name, Content-Type, Accept) are set last and always win. Unused over a Transport:
+	// other transports carry no headers (the spec lets them ignore x-mcp-header).
+	Header http.Header
 }
 
 func (c *Client) upstreamErr(method string, status int, err error) *upstream.Error {
@@ -147,7 +153,7 @@ func (c *Client) call(ctx context.Context, method string, params json.RawMessage
 	if c.tr != nil {
 		return c.roundTrip(ctx, method, id, params, onMessage)
 	}
-	resp, err := c.post(ctx, method, params, frame(id.Raw(), method, params))
+	resp, err := c.post(ctx, method, params, frame(id.Raw(), method, params), meta.Header)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +180,7 @@ func (c *Client) Notify(ctx context.Context, method string, params json.RawMessa
 		}
 		return nil
 	}
-	resp, err := c.post(ctx, method, params, frame("", method, params))
+	resp, err := c.post(ctx, method, params, frame("", method, params), meta.Header)
 	if err != nil {
 		return err
 	}
@@ -205,13 +211,17 @@ func (c *Client) roundTrip(ctx context.Context, method string, id jsonrpc.ID, pa
 	return res, nil
 }
 
-// post sends one framed message with the protocol headers.
-func (c *Client) post(ctx context.Context, method string, params, body []byte) (*http.Response, error) {
+// post sends one framed message with the client's headers, the request's own (extra) and
+// the protocol headers, in that order.
+func (c *Client) post(ctx context.Context, method string, params, body []byte, extra http.Header) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {
 		return nil, c.upstreamErr(method, 0, err)
 	}
 	for k, vs := range c.header {
+		req.Header[k] = append([]string(nil), vs...)
+	}
+	for k, vs := range extra {
 		req.Header[k] = append([]string(nil), vs...)
 	}
 	setProtocolHeaders(req.Header, method, params)

@@ -337,7 +337,7 @@ func (b *Bridge) baseMeta(sess *legacy.Session) sep2663.RequestMeta {
 func (b *Bridge) Initialize(ctx context.Context, sess *legacy.Session, params json.RawMessage) (json.RawMessage, error) {
 	d, err := b.discovery(ctx)
 	if err != nil {
-		return nil, errmap.FromModern(err)
+		return nil, errmap.FromModernForLegacy(err)
 	}
 	b.cfg.Metrics.LegacyClient(gjson.GetBytes(sess.ClientInfo, "name").String(),
 		gjson.GetBytes(sess.ClientInfo, "version").String(), sess.ProtocolVersion)
@@ -442,7 +442,7 @@ func (b *Bridge) forward(ctx context.Context, sess *legacy.Session, req *jsonrpc
 	defer b.keepAlive(out)()
 	res, err := b.up.Call(ctx, req.Method, req.Params, b.meta(sess), relay(out))
 	if err != nil {
-		return nil, errmap.FromModern(err)
+		return nil, errmap.FromModernForLegacy(err)
 	}
 	return mapping.StripModern(res)
 }
@@ -497,7 +497,7 @@ func (b *Bridge) toolsList(ctx context.Context, sess *legacy.Session, req *jsonr
 	res, err := b.up.Call(ctx, req.Method, req.Params, b.meta(sess), relay(out))
 	release()
 	if err != nil {
-		return nil, errmap.FromModern(err)
+		return nil, errmap.FromModernForLegacy(err)
 	}
 	return b.advertiseTools(ctx, sess, req, res) // taskSupport per tool: the fallback decision for this client
 }

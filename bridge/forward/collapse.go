@@ -40,7 +40,7 @@ func (b *Bridge) callSync(ctx context.Context, sess *legacy.Session, req *jsonrp
 	cancelCall()
 	release()
 	if err != nil {
-		return nil, errmap.FromModern(err)
+		return nil, errmap.FromModernForLegacy(err)
 	}
 	if oc.Kind != sep2663.KindTask {
 		noteRoute(ctx, "passthrough")
@@ -161,7 +161,7 @@ func (c *collapser) answerInputs(ctx context.Context, reqs sep2663.InputRequests
 	}
 	uctx, cancel := context.WithTimeout(ctx, c.b.cfg.CancelTimeout)
 	defer cancel()
-	return errmap.FromModern(c.b.up.UpdateTask(uctx, c.upID, answers, c.b.meta(c.sess)))
+	return errmap.FromModernForLegacy(c.b.up.UpdateTask(uctx, c.upID, answers, c.b.meta(c.sess)))
 }
 
 // heartbeat keeps the caller's stream alive: progress when it gave a progressToken, an SSE

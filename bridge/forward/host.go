@@ -206,7 +206,7 @@ func (b *Bridge) runHosted(job *hostJob) {
 		return true
 	})
 	sess, _ := b.session(ctx, job.sessID)
-	oc, err := b.up.CallTool(trace.ForTask(ctx, job.id, rec.TraceParent), job.params, b.meta(sess), nil)
+	oc, err := b.callUpstreamTool(trace.ForTask(ctx, job.id, rec.TraceParent), sess, job.params, nil)
 	switch {
 	case err == nil && oc.Kind == sep2663.KindTask:
 		b.adoptUpstreamTask(job.id, oc.Task, sess)

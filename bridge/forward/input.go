@@ -48,7 +48,7 @@ func (b *Bridge) callTool(ctx context.Context, sess *legacy.Session, taskID stri
 		if perCall > 0 {
 			cctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), perCall)
 		}
-		oc, err := b.up.CallTool(cctx, params, b.meta(sess), relay(out))
+		oc, err := b.callUpstreamTool(cctx, sess, params, relay(out))
 		cancel()
 		if err != nil || oc.Kind != sep2663.KindInputRequired {
 			return oc, err

@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,7 @@ type fallbackState struct {
 
 type toolsSnapshot struct {
 	byName    map[string]fallback.Tool
+	params    map[string]toolParams // x-mcp-header annotations by tool (params.go)
 	fetchedAt time.Time
 }
 
@@ -74,7 +76,7 @@ func newFallbackState(cfg Config) *fallbackState {
 func (b *Bridge) upstreamManifest(ctx context.Context) (fallback.UpstreamManifest, error) {
 	d, err := b.discovery(ctx)
 	if err != nil {
-		return fallback.UpstreamManifest{}, errmap.FromModern(err)
+		return fallback.UpstreamManifest{}, errmap.FromModernForLegacy(err)
 	}
 	if c := b.manifest.Load(); c != nil && c.from == d {
 		return c.m, nil // the same discover result: the manifest is the same
@@ -138,17 +140,24 @@ func (b *Bridge) upstreamTool(ctx context.Context, sess *legacy.Session, name st
 	return t, ok
 }
 
-// refreshTools lists the upstream's tools (every page); one fetch at a time. On failure
-// the previous snapshot (possibly nil) stays.
+// refreshTools lists the upstream's tools (every page) unless a snapshot younger than
+// toolsTTL exists; one fetch at a time. On failure the previous snapshot (possibly nil)
+// stays.
 func (b *Bridge) refreshTools(ctx context.Context, sess *legacy.Session) *toolsSnapshot {
+	return b.refreshToolsBefore(ctx, sess, time.Now().Add(-toolsTTL))
+}
+
+// refreshToolsBefore is refreshTools for a snapshot fetched before staleBefore.
+func (b *Bridge) refreshToolsBefore(ctx context.Context, sess *legacy.Session, staleBefore time.Time) *toolsSnapshot {
 	b.fb.toolsMu.Lock()
 	defer b.fb.toolsMu.Unlock()
-	if snap := b.fb.tools.Load(); snap != nil && time.Since(snap.fetchedAt) <= toolsTTL {
+	if snap := b.fb.tools.Load(); snap != nil && !snap.fetchedAt.Before(staleBefore) {
 		return snap // another caller just fetched it
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.StatusTimeout)
 	defer cancel()
 	byName := map[string]fallback.Tool{}
+	annotated := map[string]toolParams{}
 	cursor := ""
 	for range maxToolPages {
 		params := json.RawMessage(`{}`)
@@ -163,11 +172,12 @@ func (b *Bridge) refreshTools(ctx context.Context, sess *legacy.Session) *toolsS
 		for _, t := range fallback.ToolsFromList(fallback.EraModern, res) {
 			byName[t.Name] = t
 		}
+		maps.Copy(annotated, paramsFromList(res))
 		if cursor = gjson.GetBytes(res, "nextCursor").Str; cursor == "" {
 			break
 		}
 	}
-	snap := &toolsSnapshot{byName: byName, fetchedAt: time.Now()}
+	snap := &toolsSnapshot{byName: byName, params: annotated, fetchedAt: time.Now()}
 	b.fb.tools.Store(snap)
 	return snap
 }
@@ -182,12 +192,19 @@ func (b *Bridge) advertiseTools(ctx context.Context, sess *legacy.Session, req *
 	}
 	client := fallback.LegacyClient(sess.ProtocolVersion)
 	tools := fallback.ToolsFromList(up.Era, res)
+	annotated := paramsFromList(res)
 	if !gjson.GetBytes(req.Params, "cursor").Exists() && !gjson.GetBytes(res, "nextCursor").Exists() {
 		byName := make(map[string]fallback.Tool, len(tools))
 		for _, t := range tools {
 			byName[t.Name] = t
 		}
-		b.fb.tools.Store(&toolsSnapshot{byName: byName, fetchedAt: time.Now()})
+		b.fb.tools.Store(&toolsSnapshot{byName: byName, params: annotated, fetchedAt: time.Now()})
+	}
+	// A tool with invalid x-mcp-header annotations is not offered (params.go).
+	if drop := b.invalidTools(annotated); drop != nil {
+		if res, err = mapping.WithoutTools(res, func(name string) bool { return drop[name] }); err != nil {
+			return nil, err
+		}
 	}
 	return mapping.ToolsListForLegacy(res, func(_ string, raw json.RawMessage) string {
 		t := fallback.ToolFromJSON(up.Era, raw)

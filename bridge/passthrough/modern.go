@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -90,7 +91,7 @@ func (m *Modern) Serve(ctx context.Context, req *sep2663.Request) (json.RawMessa
 		if err != nil {
 			return nil, err
 		}
-		res, err := m.up.Call(ctx, req.Method, req.Params, sep2663.RequestMeta{}, relay(req))
+		res, err := m.up.Call(ctx, req.Method, req.Params, clientMeta(req), relay(req))
 		if err != nil {
 			return nil, errmap.FromModern(err)
 		}
@@ -100,7 +101,7 @@ func (m *Modern) Serve(ctx context.Context, req *sep2663.Request) (json.RawMessa
 		if err := m.listenable(ctx, sessions.ModernOwner(req.Principal), req); err != nil {
 			return nil, err
 		}
-		res, err := m.up.Call(ctx, req.Method, req.Params, sep2663.RequestMeta{}, relay(req))
+		res, err := m.up.Call(ctx, req.Method, req.Params, clientMeta(req), relay(req))
 		if err != nil {
 			return nil, errmap.FromModern(err)
 		}
@@ -111,7 +112,7 @@ func (m *Modern) Serve(ctx context.Context, req *sep2663.Request) (json.RawMessa
 		return nil, err
 	}
 	defer release()
-	res, err := m.up.Call(ctx, req.Method, req.Params, sep2663.RequestMeta{}, relay(req))
+	res, err := m.up.Call(ctx, req.Method, req.Params, clientMeta(req), relay(req))
 	if err != nil {
 		return nil, errmap.FromModern(err)
 	}
@@ -120,7 +121,7 @@ func (m *Modern) Serve(ctx context.Context, req *sep2663.Request) (json.RawMessa
 
 // toolsCall forwards a tools/call through the gate (see the type's comment).
 func (m *Modern) toolsCall(ctx context.Context, req *sep2663.Request) (json.RawMessage, error) {
-	var meta sep2663.RequestMeta
+	meta := clientMeta(req)
 	var refused error
 	owner := sessions.ModernOwner(req.Principal)
 	if req.Tasks() {
@@ -164,4 +165,26 @@ func relay(req *sep2663.Request) func(*jsonrpc.Message) {
 			req.Stream().Send(msg)
 		}
 	}
+}
+
+// clientMeta is the RequestMeta of a forwarded request: the client's own _meta stays in
+// params, and every Mcp-Param-* header the client sent goes upstream as it came (values
+// byte for byte, every value of a repeated one). The spec requires an intermediary to
+// forward the Mcp-Param-* headers it does not recognize, and the upstream validates them
+// against the body (-32020). No other client header is forwarded: Authorization, cookies
+// and the like are the door's, and the upstream gets the bridge's own credentials.
+func clientMeta(req *sep2663.Request) sep2663.RequestMeta {
+	var meta sep2663.RequestMeta
+	if req.HTTP == nil {
+		return meta
+	}
+	for k, vs := range req.HTTP.Header {
+		if len(k) > len(sep2663.HeaderParamPrefix) && strings.EqualFold(k[:len(sep2663.HeaderParamPrefix)], sep2663.HeaderParamPrefix) {
+			if meta.Header == nil {
+				meta.Header = http.Header{}
+			}
+			meta.Header[k] = append([]string(nil), vs...)
+		}
+	}
+	return meta
 }

@@ -53,8 +53,33 @@ func classified(err error) error {
 	return &upstreamFault{wire: jsonrpc.NewError(jsonrpc.CodeUpstream, Class(err)), cause: err}
 }
 
-// FromModern maps a failure of a 2026-07-28 (SEP-2663) upstream to the wire. nil stays nil.
+// FromModern maps a failure of a 2026-07-28 (SEP-2663) upstream to the wire of a
+// 2026-07-28 client. nil stays nil.
 func FromModern(err error) error { return mapUpstream(err, false) }
+
+// FromModernForLegacy maps a failure of a 2026-07-28 upstream to the wire of a 2025-11-25
+// client (the forward route). As FromModern, except that -32020 (HeaderMismatch), a code
+// of the 2026-07-28 transport that 2025-11-25 does not define and whose fix (the request's
+// HTTP headers) is the bridge's, not the client's, becomes -32603 with a message saying
+// so; the upstream's message and data follow.
+func FromModernForLegacy(err error) error {
+	err = mapUpstream(err, false)
+	var je *jsonrpc.Error
+	if errors.As(err, &je) && je.Code == jsonrpc.CodeHeaderMismatch {
+		c := *je
+		c.Code = jsonrpc.CodeInternalError
+		c.Message = MsgHeaderMismatch
+		if je.Message != "" {
+			c.Message += ": " + je.Message
+		}
+		return &c
+	}
+	return err
+}
+
+// MsgHeaderMismatch begins the message of an upstream -32020 renumbered for a 2025-11-25
+// client.
+const MsgHeaderMismatch = "the upstream rejected the HTTP headers the bridge sent (2026-07-28 error -32020, header mismatch)"
 
 // FromLegacy maps a failure of a 2025-11-25 upstream to the wire; the codes 2026-07-28
 // retired and forbids sending are renumbered: -32002 "resource not found" becomes -32602,

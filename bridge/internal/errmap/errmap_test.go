@@ -50,3 +50,28 @@ func TestOneMapper(t *testing.T) {
 		t.Error("IsNotFound")
 	}
 }
+
+// TestFromModernForLegacyRenumbersHeaderMismatch: an upstream -32020 never reaches a
+// 2025-11-25 client as is (that revision has no such code); it becomes -32603 saying what
+// it was, the upstream's message and data kept. A 2026-07-28 client gets it unchanged.
+func TestFromModernForLegacyRenumbersHeaderMismatch(t *testing.T) {
+	up := jsonrpc.NewError(jsonrpc.CodeHeaderMismatch, "Header mismatch: missing Mcp-Param-Region header").
+		WithData(map[string]any{"header": "Mcp-Param-Region"})
+	got := jsonrpc.AsError(FromModernForLegacy(up))
+	if got.Code != jsonrpc.CodeInternalError {
+		t.Errorf("code = %d, want -32603", got.Code)
+	}
+	if want := MsgHeaderMismatch + ": Header mismatch: missing Mcp-Param-Region header"; got.Message != want {
+		t.Errorf("message = %q, want %q", got.Message, want)
+	}
+	if string(got.Data) != `{"header":"Mcp-Param-Region"}` {
+		t.Errorf("data = %s", got.Data)
+	}
+	if c := jsonrpc.AsError(FromModern(up)).Code; c != jsonrpc.CodeHeaderMismatch {
+		t.Errorf("FromModern: code = %d, want -32020 unchanged", c)
+	}
+	other := jsonrpc.NewError(jsonrpc.CodeInvalidParams, "bad")
+	if c := jsonrpc.AsError(FromModernForLegacy(other)).Code; c != jsonrpc.CodeInvalidParams {
+		t.Errorf("other codes: %d, want them unchanged", c)
+	}
+}
