@@ -72,6 +72,10 @@ func TestVerifyFixturePasses(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
 	}
+	// the expired-ttl check runs (a 1 s ttl on the 2025-11-25 face), it is not skipped
+	if line := lineWith(out, "expired ttl"); !strings.Contains(line, " pass ") || !strings.Contains(line, "-32602") {
+		t.Errorf("expired ttl check did not pass: %q", line)
+	}
 	if !strings.Contains(errOut, "verify: contract      initialize 2025-11-25") {
 		t.Errorf("no progress on stderr:\n%s", errOut)
 	}
@@ -277,4 +281,14 @@ func TestVerifyFaultyUpstreams(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lineWith is the first line of s containing sub ("" if none).
+func lineWith(s, sub string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			return l
+		}
+	}
+	return ""
 }

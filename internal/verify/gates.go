@@ -195,8 +195,8 @@ func contractGate(ctx context.Context, r *run) {
 	r.check(ctx, g, "tasks/list pagination", func(ctx context.Context) (Result, string) {
 		return r.listPagination(ctx, lc)
 	})
-	r.check(ctx, g, "expired ttl → -32602", func(context.Context) (Result, string) {
-		return Skipped, "no tool's task can be made to expire within the run (ttl is the upstream's; plan has no expiry step)"
+	r.check(ctx, g, "expired ttl → -32602", func(ctx context.Context) (Result, string) {
+		return r.expiredTTL(ctx, lc)
 	})
 }
 
