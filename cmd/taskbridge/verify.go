@@ -193,7 +193,7 @@ func runVerify(ctx context.Context, cfg *config.Config, plan *verify.Plan, tts m
 		return &verifyEngine{Door: door, b: b}, nil
 	}
 	rep, err := verify.Run(ctx, verify.Options{Start: start, Metrics: m, Auth: cfg.Auth, Logs: logs.Bytes, Plan: plan,
-		Progress: stderr, MaxConcurrentTasks: cfg.MaxConcurrentTasks, Facts: []verify.Fact{
+		Progress: stderr, MaxConcurrentTasks: cfg.MaxConcurrentTasks, Store: st, Retention: cfg.AuditRetention, Facts: []verify.Fact{
 			{Name: "bridge", Value: "taskbridge " + version},
 			{Name: "upstream", Value: up.describe()},
 			{Name: "upstream era", Value: map[upstreamEra]string{eraModern: "2026-07-28", eraLegacy: "2025-11-25"}[era]},

@@ -76,6 +76,10 @@ func TestVerifyFixturePasses(t *testing.T) {
 	if line := lineWith(out, "expired ttl"); !strings.Contains(line, " pass ") || !strings.Contains(line, "-32602") {
 		t.Errorf("expired ttl check did not pass: %q", line)
 	}
+	// the purge check runs the bridge's purge on the run's store (ttl, then ttl + retention)
+	if line := lineWith(out, "records purged after ttl"); !strings.Contains(line, " pass ") || !strings.Contains(line, "deleted after ttl + retention") {
+		t.Errorf("purge check did not pass: %q", line)
+	}
 	if !strings.Contains(errOut, "verify: contract      initialize 2025-11-25") {
 		t.Errorf("no progress on stderr:\n%s", errOut)
 	}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/auth"
 	"github.com/taskbridge/taskbridge/internal/metrics"
+	"github.com/taskbridge/taskbridge/store"
 )
 
 // Engine is one running bridge behind its front door, as Options.Start builds it.
@@ -56,6 +57,10 @@ type Options struct {
 	// MaxConcurrentTasks is the configured cap per principal (0: off): the load gate stays
 	// within it and checks the refusal past it.
 	MaxConcurrentTasks int
+	// Store is the run's temporary store and Retention the configured audit_retention: the
+	// load gate runs the bridge's purge on it with its clock set past ttl and retention.
+	Store     store.Store
+	Retention time.Duration
 	// Now is the clock of the report's date (default time.Now).
 	Now func() time.Time
 }
