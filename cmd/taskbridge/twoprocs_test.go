@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,6 +27,13 @@ func TestDuplicateAnswerAcrossProcesses(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "shared.db")
 	pa := startChild(t, bin, up.URL+"/mcp", db, "bridge-a")
 	pb := startChild(t, bin, up.URL+"/mcp", db, "bridge-b")
+	// Both processes must have finished starting (their first probe, and the start-up sweep
+	// that fails the intents a dead process left) before work begins: on SQLite a process
+	// that starts takes every unanswered intent in the store for a dead one's.
+	for _, c := range []*child{pa, pb} {
+		ready := strings.TrimSuffix(c.url, "/mcp") + "/readyz"
+		waitFor(t, "/readyz of "+ready, func() bool { code, _ := get(t, ready); return code == 200 })
+	}
 
 	reqs := make(chan *jsonrpc.Message, 8)
 	a := legacyclient.New(pa.url)
