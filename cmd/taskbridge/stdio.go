@@ -13,11 +13,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskbridge/taskbridge/bridge"
-	"github.com/taskbridge/taskbridge/bridge/forward"
 	"github.com/taskbridge/taskbridge/internal/config"
 	"github.com/taskbridge/taskbridge/internal/redact"
-	"github.com/taskbridge/taskbridge/sep2663"
-	"github.com/taskbridge/taskbridge/store"
 )
 
 // upstreamFlags choose the upstream: a URL (Streamable HTTP) or a command run as a child
@@ -136,8 +133,8 @@ func runStdio(ctx context.Context, cfg *config.Config, log zerolog.Logger, stdin
 	}
 	defer shutdownUpstream(ups.stop, up.closeWait+up.termWait+time.Second)
 	gate := bridge.NewGate(bridge.GateConfig{Policy: gatePolicy(cfg)})
-	fc, err := stdioForwardConfig(cfg, st, nil, log, gate)
-	if err != nil {
+	fc := forwardConfig(cfg, st, nil, log, nil, gate, nil) // the same route settings as serve
+	if fc.ToolTaskSupport, err = parseToolTaskSupport(cfg.ToolTaskSupport); err != nil {
 		return fmt.Errorf("stdio: %w", err)
 	}
 	// The era router probes the upstream's faces (bridge.Router): the session is served
@@ -169,24 +166,6 @@ func runStdio(ctx context.Context, cfg *config.Config, log zerolog.Logger, stdin
 		return fmt.Errorf("stdio: %w", err)
 	}
 	return door.ServeStdio(ctx, stdin, stdout)
-}
-
-// stdioForwardConfig is serve's forward route configuration (serve.go, cmdServe) for the
-// one stdio session: keep the two in step.
-func stdioForwardConfig(cfg *config.Config, st store.Store, up *sep2663.Client, log zerolog.Logger, g *bridge.Gate) (forward.Config, error) {
-	fc := forward.Config{
-		Store: st, Upstream: up, Logger: log, Gate: g,
-		MaxTTLMs: cfg.MaxTTL.Milliseconds(), PollFloorMs: cfg.PollFloorMs, PollCeilMs: cfg.PollCeilMs,
-		Heartbeat: cfg.Heartbeat, ListPageSize: cfg.ListPageSize, CreateTimeout: cfg.CreateTimeout,
-		StatusTimeout: cfg.StatusTimeout, CancelTimeout: cfg.CancelTimeout, InputTimeout: cfg.InputTimeout,
-		MaxBodyBytes: cfg.MaxBody, MaxResultBytes: cfg.MaxResultBytes, PollFaultBudget: cfg.PollFaultBudget,
-		AuditRetention: cfg.AuditRetention, PurgeInterval: cfg.PurgeInterval,
-		HostAllow: cfg.HostAllow, HostDeny: cfg.HostDeny, NoHosting: cfg.NoHosting, HostWorkers: cfg.HostWorkers,
-		MaxReplayBytes: cfg.MaxReplayBytes, MaxSessionInfoBytes: cfg.MaxSessionInfoBytes, SessionRetention: cfg.ReportWindow,
-	}
-	var err error
-	fc.ToolTaskSupport, err = parseToolTaskSupport(cfg.ToolTaskSupport)
-	return fc, err
 }
 
 // shutdownUpstream stops an upstream child within limit.
