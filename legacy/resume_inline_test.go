@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -82,14 +83,21 @@ func TestResumablePlainReplyStartsNoGoroutine(t *testing.T) {
 	if len(inline) != 200 {
 		t.Fatalf("handler ran %d times, want 200", len(inline))
 	}
-	baseline := plain[len(plain)-1]
+	// The plain face's highest count is the baseline; a background goroutine of net/http
+	// or the test server may come and go, so a few calls above it are noise, while a
+	// goroutine per POST puts every call above it.
+	baseline := slices.Max(plain)
+	above := 0
 	for i := range inline {
 		if !inline[i] {
 			t.Fatalf("call %d: Serve ran off the HTTP goroutine", i)
 		}
 		if counts[i] > baseline {
-			t.Fatalf("call %d: %d goroutines while Serve ran, %d on the plain face", i, counts[i], baseline)
+			above++
 		}
+	}
+	if above > len(inline)/20 {
+		t.Fatalf("%d of %d calls ran with more goroutines than the plain face's %d", above, len(inline), baseline)
 	}
 	if n := e.srv.replays.len(); n != 0 {
 		t.Errorf("%d streams registered for replay after plain replies, want 0", n)
