@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { InMemoryTaskStore, InMemoryTaskMessageQueue } from '@modelcontextprotocol/sdk/experimental/tasks';
 import { CreateMessageResultSchema, ElicitResultSchema, McpError, ErrorCode } from '@modelcontextprotocol/sdk/types.js';
+import { registerConformance } from './conformance-fixture.mjs';
 
 const POLL_INTERVAL = 200;
 const DEFAULT_TTL = 300000;
@@ -166,27 +167,8 @@ export function createServer() {
         }
     );
 
-    // The conformance suite's multi-round MRTR fixture (input-required-result-multi-round):
-    // two elicitations in a row on the tools/call stream, which the reverse route turns into
-    // two input_required rounds, each with its own requestState.
-    server.registerTool(
-        'test_input_required_result_multi_round',
-        { description: 'Asks two questions one after the other, then answers (conformance multi-round)', inputSchema: {} },
-        async (_args, extra) => {
-            count('test_input_required_result_multi_round');
-            const ask = (message, prop) => extra.sendRequest(
-                {
-                    method: 'elicitation/create',
-                    params: { mode: 'form', message, requestedSchema: { type: 'object', properties: { [prop]: { type: 'string' } }, required: [prop] } }
-                },
-                ElicitResultSchema,
-                { timeout: 600000 }
-            );
-            const name = await ask('Step 1: What is your name?', 'name');
-            const color = await ask('Step 2: What is your favorite color?', 'color');
-            return { content: [{ type: 'text', text: `${name.content?.name ?? ''} likes ${color.content?.color ?? ''}` }] };
-        }
-    );
+    // The conformance suite's 2026-07-28 base scenarios (conformance-fixture.mjs).
+    registerConformance(server, count);
 
     server.experimental.tasks.registerToolTask(
         ...computeTool('slow_compute', 'optional', 2, 'Sleeps `seconds` then returns 42 (taskSupport optional)')

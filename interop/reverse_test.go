@@ -57,31 +57,3 @@ func newReverseEnv(t *testing.T, upstreamArgs ...string) *reverseEnv {
 	e.url = serveBridge(t, b)
 	return e
 }
-
-// TestReverseConformance runs the official conformance suite against taskbridge in front
-// of the TS SDK v1 legacy server, one scenario per CLI run, and fails on a non-zero exit,
-// on any FAILURE or WARNING check, and on a summary line reporting failures (the suite
-// also validates every message against the 2026-07-28 schema).
-func TestReverseConformance(t *testing.T) {
-	e := newReverseEnv(t)
-	testenv.RunConformance(t, e.url, testenv.TasksScenarios)
-}
-
-// TestReverseConformanceMultiRound runs the suite's multi-round MRTR scenario against the
-// reverse route (issue 16 item 4): each input_required round carries a requestState of its
-// own, and the retry with the latest one completes the call. legacy-server.mjs has the
-// scenario's tool (two elicitations on one tools/call).
-func TestReverseConformanceMultiRound(t *testing.T) {
-	e := newReverseEnv(t)
-	testenv.RunConformance(t, e.url, []string{"input-required-result-multi-round"})
-}
-
-// TestReverseConformanceBase runs 2026-07-28 base server scenarios of the suite against the
-// reverse route (issue 16 acceptance 2, in part): server-stateless (with the suite's
-// test_missing_capability tool in legacy-server.mjs: -32021 for undeclared sampling, item 6;
-// no listChanged/subscribe advertised without subscriptions/listen, item 8; initialize with
-// 2026-07-28 headers is 404/-32601, item 5) and http-header-validation.
-func TestReverseConformanceBase(t *testing.T) {
-	e := newReverseEnv(t)
-	testenv.RunConformance(t, e.url, []string{"server-stateless", "http-header-validation"})
-}

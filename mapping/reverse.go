@@ -7,6 +7,8 @@ package mapping
 import (
 	"encoding/json"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/taskbridge/taskbridge/internal/jsonobj"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
@@ -111,11 +113,34 @@ func ResultForModern(res json.RawMessage) (json.RawMessage, error) {
 }
 
 // InputParamsForModern removes what 2026-07-28 input requests do not carry: the
-// related-task _meta key and a URL-mode elicitationId.
+// related-task _meta key, a URL-mode elicitationId and the bridge's input-key hint.
 func InputParamsForModern(params json.RawMessage) json.RawMessage {
 	p, err := jsonobj.Parse(params)
 	if err != nil {
 		return params
 	}
-	return p.Without("elicitationId").DropMeta(legacy.MetaRelatedTask).Encode()
+	return p.Without("elicitationId").DropMeta(legacy.MetaRelatedTask, MetaInputKey).Encode()
+}
+
+// MetaInputKey is the _meta key by which a 2025-11-25 server names the MRTR key of a
+// request it sends on a call's stream (params._meta["dev.taskbridge/inputKey"]). A legacy
+// server has no way of its own to choose the key a 2026-07-28 client sees in
+// inputRequests, and without a stable key a client cannot answer a question before it is
+// asked (SEP-2322 inputResponses on the first call). Without the hint the bridge numbers
+// the requests.
+const MetaInputKey = "dev.taskbridge/inputKey"
+
+// InputKeyHint returns the input-key hint of a server request's params, or "" when there
+// is none or it is not 1-64 characters of [A-Za-z0-9_.-].
+func InputKeyHint(params json.RawMessage) string {
+	k := gjson.GetBytes(params, "_meta."+gjson.Escape(MetaInputKey))
+	if k.Type != gjson.String || len(k.Str) == 0 || len(k.Str) > 64 {
+		return ""
+	}
+	for _, c := range []byte(k.Str) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return ""
+		}
+	}
+	return k.Str
 }

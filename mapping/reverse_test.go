@@ -2,6 +2,7 @@ package mapping
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/taskbridge/taskbridge/sep2663"
@@ -67,6 +68,26 @@ func TestInputParamsForModern(t *testing.T) {
 	got := InputParamsForModern(json.RawMessage(in))
 	if want := `{"mode":"url","message":"Sign in","url":"https://x"}`; string(got) != want {
 		t.Errorf("got %s, want %s (no elicitationId, no related-task in 2026-07-28)", got, want)
+	}
+	hinted := `{"message":"m","_meta":{"dev.taskbridge/inputKey":"user_name","x":1}}`
+	if got, want := string(InputParamsForModern(json.RawMessage(hinted))), `{"message":"m","_meta":{"x":1}}`; got != want {
+		t.Errorf("got %s, want %s (the input-key hint is the bridge's, not the client's)", got, want)
+	}
+}
+
+func TestInputKeyHint(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"_meta":{"dev.taskbridge/inputKey":"user_name"}}`:                       "user_name",
+		`{"_meta":{"dev.taskbridge/inputKey":"a.b-c_9"}}`:                         "a.b-c_9",
+		`{"_meta":{"dev.taskbridge/inputKey":""}}`:                                "",
+		`{"_meta":{"dev.taskbridge/inputKey":"has space"}}`:                       "",
+		`{"_meta":{"dev.taskbridge/inputKey":7}}`:                                 "",
+		`{"_meta":{"dev.taskbridge/inputKey":"` + strings.Repeat("k", 65) + `"}}`: "",
+		`{"message":"no hint"}`:                                                   "",
+	} {
+		if got := InputKeyHint(json.RawMessage(in)); got != want {
+			t.Errorf("InputKeyHint(%s) = %q, want %q", in, got, want)
+		}
 	}
 }
 

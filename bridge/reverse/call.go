@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -31,6 +32,7 @@ const gatherWindow = 50 * time.Millisecond
 type heldCall struct {
 	state  string
 	owner  string
+	method string // tools/call or prompts/get: a retry must be the same method
 	asTask bool
 	tool   string
 	intent string // the intent record's id (asTask), else ""
@@ -43,6 +45,10 @@ type heldCall struct {
 
 	turn  sync.Mutex  // one client round at a time
 	timer *time.Timer // expiry while waiting for the client's retry; guarded by turn
+
+	// stream is the reply stream of the client request waiting on the call (nil between
+	// rounds): the upstream's progress notifications on the call's stream go there.
+	stream atomic.Pointer[sep2663.Stream]
 }
 
 var errUnknownRequestState = jsonrpc.ErrInvalidParams.Wrapf("requestState is unknown or expired; call the tool again without it")
@@ -62,6 +68,13 @@ func (r *Reverse) toolsCall(ctx context.Context, req *sep2663.Request) (json.Raw
 	mode, in, err := r.toolMode(ctx, name.Str)
 	if err != nil {
 		return nil, errmap.FromLegacy(err)
+	}
+	// The bridge is the 2026-07-28 server here: it enforces the Mcp-Param-* headers of the
+	// upstream tool's x-mcp-header annotations (the legacy server never sees them).
+	if req.HTTP != nil {
+		if err := sep2663.CheckParamHeaders(req.HTTP.Header, in.params[name.Str], json.RawMessage(gjson.GetBytes(req.Params, "arguments").Raw)); err != nil {
+			return nil, err
+		}
 	}
 	taskable := in.tasksCall && (mode == legacy.TaskSupportOptional || mode == legacy.TaskSupportRequired)
 	if mode == legacy.TaskSupportRequired && in.tasksCall && !req.Tasks() {
@@ -94,20 +107,47 @@ func (r *Reverse) toolsCall(ctx context.Context, req *sep2663.Request) (json.Raw
 		}
 		intent = rec.ID
 	}
-	hc := r.startCall(owner, name.Str, params, intent, release)
-	return r.waitCall(ctx, hc, req.CapabilitiesRaw)
+	hc := r.startCall(req, owner, name.Str, params, intent, release)
+	return r.waitCall(ctx, hc, req)
 }
 
-// startCall runs the upstream tools/call on its own goroutine (it may outlive this HTTP
-// request while the client answers MRTR input), and records its outcome on the intent
-// (intent != "") before anyone can read it. release returns the gate's upstream slot when
-// the call has answered.
-func (r *Reverse) startCall(owner, tool string, params json.RawMessage, intent string, release func()) *heldCall {
+// promptsGet is the modern prompts/get: like a synchronous tools/call, the upstream may
+// ask for input on the call's stream first (MRTR; the suite's non-tool-request scenario).
+func (r *Reverse) promptsGet(ctx context.Context, req *sep2663.Request) (json.RawMessage, error) {
+	if rs := gjson.GetBytes(req.Params, "requestState"); rs.Exists() {
+		return r.resume(ctx, req, rs.String())
+	}
+	if ir := gjson.GetBytes(req.Params, "inputResponses"); ir.Exists() && !ir.IsObject() {
+		return nil, jsonrpc.ErrInvalidParams.Wrapf("inputResponses must be an object")
+	}
+	p, err := mapping.LegacyParams(req.Params)
+	if err != nil {
+		return nil, err
+	}
+	release, err := r.gate.Acquire()
+	if err != nil {
+		return nil, err
+	}
+	hc := r.startCall(req, r.owner(req), "", p.Encode(), "", release)
+	return r.waitCall(ctx, hc, req)
+}
+
+// startCall runs the upstream call (req.Method: tools/call or prompts/get) on its own
+// goroutine (it may outlive this HTTP request while the client answers MRTR input), and
+// records its outcome on the intent (intent != "") before anyone can read it. release
+// returns the gate's upstream slot when the call has answered. The request's
+// inputResponses answer the questions the upstream names the same way before they are
+// shown (inputBox.preset); its reply stream gets the call's progress from the start.
+func (r *Reverse) startCall(req *sep2663.Request, owner, tool string, params json.RawMessage, intent string, release func()) *heldCall {
 	hc := &heldCall{
-		state: ids.NewTaskID(), owner: owner, asTask: intent != "", tool: tool, intent: intent,
+		state: ids.NewTaskID(), owner: owner, method: req.Method, asTask: intent != "", tool: tool, intent: intent,
 		box:  newInputBox("mrtr-", r.cfg.Now),
 		done: make(chan struct{}),
 	}
+	if ir := gjson.GetBytes(req.Params, "inputResponses"); ir.IsObject() {
+		hc.box.preset(json.RawMessage(ir.Raw))
+	}
+	hc.stream.Store(req.Stream())
 	cctx, cancel := context.WithTimeout(r.ctx, r.cfg.CreateTimeout+r.cfg.InputTimeout)
 	hc.cancel = cancel
 	r.wg.Add(1)
@@ -117,7 +157,7 @@ func (r *Reverse) startCall(owner, tool string, params json.RawMessage, intent s
 		if hc.asTask {
 			defer r.creatingStarted(owner)() // until the task is registered (getstream.go)
 		}
-		res, sess, err := r.pool.Call(cctx, owner, "tools/call", params, legacy.CallOptions{OnRequest: hc.box.handler()})
+		res, sess, err := r.pool.Call(cctx, owner, hc.method, params, legacy.CallOptions{OnRequest: hc.box.handler(), OnNotify: hc.relay})
 		release()
 		hc.res, hc.err = res, err
 		if hc.asTask {
@@ -166,10 +206,22 @@ func (r *Reverse) settleCall(hc *heldCall, sess *legacy.UpstreamSession) {
 	}
 }
 
+// relay sends the upstream's progress notifications on the call's stream to the waiting
+// client's reply stream, unchanged (the progressToken is the client's own: _meta passes
+// through). Between rounds nobody waits, and they are dropped.
+func (hc *heldCall) relay(m *jsonrpc.Message) {
+	if m.Method != "notifications/progress" {
+		return
+	}
+	if s := hc.stream.Load(); s != nil {
+		s.Send(m)
+	}
+}
+
 // resume continues a held call with the client's inputResponses.
 func (r *Reverse) resume(ctx context.Context, req *sep2663.Request, state string) (json.RawMessage, error) {
 	hc, _ := r.held.Get(state)
-	if hc == nil || hc.owner != r.owner(req) {
+	if hc == nil || hc.owner != r.owner(req) || hc.method != req.Method {
 		return nil, errUnknownRequestState
 	}
 	if ir := gjson.GetBytes(req.Params, "inputResponses"); ir.Exists() && !ir.IsObject() {
@@ -185,17 +237,21 @@ func (r *Reverse) resume(ctx context.Context, req *sep2663.Request, state string
 	if _, err := hc.box.answerAll(json.RawMessage(gjson.GetBytes(req.Params, "inputResponses").Raw)); err != nil {
 		return nil, err
 	}
-	return r.waitCall(ctx, hc, req.CapabilitiesRaw)
+	return r.waitCall(ctx, hc, req)
 }
 
 // waitCall waits for the held call to end or to ask for input. Input is returned as an
 // input_required result and the call stays held (for InputTimeout) under its requestState.
-// caps are the capabilities the waiting request declared: an input of a kind they lack is
-// never sent (MRTR: servers MUST NOT); the call ends upstream and the client gets -32021
-// naming the capability (issue 16 item 6).
-func (r *Reverse) waitCall(ctx context.Context, hc *heldCall, caps json.RawMessage) (json.RawMessage, error) {
+// The capabilities the waiting request declared decide what may be shown: an input of a
+// kind they lack is never sent (MRTR: servers MUST NOT); the call ends upstream and the
+// client gets -32021 naming the capability (issue 16 item 6). While it waits, the call's
+// progress goes to req's reply stream.
+func (r *Reverse) waitCall(ctx context.Context, hc *heldCall, req *sep2663.Request) (json.RawMessage, error) {
+	caps := req.CapabilitiesRaw
 	hc.turn.Lock()
 	defer hc.turn.Unlock()
+	hc.stream.Store(req.Stream())
+	defer hc.stream.Store(nil)
 	wait := time.NewTimer(r.cfg.CreateTimeout)
 	defer wait.Stop()
 	for {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,9 +20,12 @@ import (
 // stream does not survive this process either. (A task's input requests are records:
 // held.go.)
 //
-// Keys are prefix + a counter, so they are stable across polls and never reused for the
-// life of the box. Concurrency: mu guards every field but changed, which is a 1-slot
-// signal channel written without blocking.
+// Keys are the key the server named (mapping.InputKeyHint) the first time it is named in
+// the box, else prefix + a counter, so they are stable across polls and never reused for
+// the life of the box. A request whose named key the first call already answered
+// (presets: inputResponses sent before any question, SEP-2322) is answered at once and
+// never shown. Concurrency: mu guards every field but changed, which is a 1-slot signal
+// channel written without blocking.
 type inputBox struct {
 	prefix  string
 	now     func() time.Time
@@ -31,6 +35,8 @@ type inputBox struct {
 	next    int
 	order   []string // keys in arrival order (for stable output)
 	pending map[string]*pendingInput
+	used    map[string]bool            // every key handed out
+	presets map[string]json.RawMessage // answers given before their named request came
 }
 
 type pendingInput struct {
@@ -40,7 +46,25 @@ type pendingInput struct {
 }
 
 func newInputBox(prefix string, now func() time.Time) *inputBox {
-	return &inputBox{prefix: prefix, now: now, changed: make(chan struct{}, 1), pending: map[string]*pendingInput{}}
+	return &inputBox{prefix: prefix, now: now, changed: make(chan struct{}, 1), pending: map[string]*pendingInput{},
+		used: map[string]bool{}, presets: map[string]json.RawMessage{}}
+}
+
+// preset keeps the object members of a first call's inputResponses for requests that will
+// name their key (anything else in it is ignored, SEP-2322: servers SHOULD ignore what they
+// do not recognize).
+func (b *inputBox) preset(responses json.RawMessage) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(responses, &m) != nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k, v := range m {
+		if len(v) > 0 && v[0] == '{' {
+			b.presets[k] = v
+		}
+	}
 }
 
 // handler is the legacy.RequestHandler of a held stream: an input request waits (until the
@@ -53,7 +77,10 @@ func (b *inputBox) handler() legacy.RequestHandler {
 		if !inputMethods[m.Method] {
 			return nil, jsonrpc.ErrMethodNotFound.Wrapf("%s", m.Method)
 		}
-		key, p := b.add(sep2663.InputRequest{Method: m.Method, Params: mapping.InputParamsForModern(m.Params)})
+		if a, ok := b.presetFor(mapping.InputKeyHint(m.Params)); ok {
+			return a, nil
+		}
+		key, p := b.add(mapping.InputKeyHint(m.Params), sep2663.InputRequest{Method: m.Method, Params: mapping.InputParamsForModern(m.Params)})
 		select {
 		case a := <-p.answer:
 			return a, nil
@@ -64,10 +91,32 @@ func (b *inputBox) handler() legacy.RequestHandler {
 	}
 }
 
-func (b *inputBox) add(in sep2663.InputRequest) (string, *pendingInput) {
+// presetFor takes the preset answer for a named key (once: the key is then used).
+func (b *inputBox) presetFor(hint string) (json.RawMessage, bool) {
+	if hint == "" || strings.HasPrefix(hint, b.prefix) {
+		return nil, false
+	}
 	b.mu.Lock()
-	b.next++
-	key := b.prefix + strconv.Itoa(b.next)
+	defer b.mu.Unlock()
+	a, ok := b.presets[hint]
+	if !ok || b.used[hint] {
+		return nil, false
+	}
+	delete(b.presets, hint)
+	b.used[hint] = true
+	return a, true
+}
+
+// add files a request under its named key when that key is free (never used in this box,
+// and not of the numbered form), else under the next number.
+func (b *inputBox) add(hint string, in sep2663.InputRequest) (string, *pendingInput) {
+	b.mu.Lock()
+	key := hint
+	if key == "" || b.used[key] || strings.HasPrefix(key, b.prefix) {
+		b.next++
+		key = b.prefix + strconv.Itoa(b.next)
+	}
+	b.used[key] = true
 	p := &pendingInput{req: in, answer: make(chan json.RawMessage, 1)}
 	b.pending[key] = p
 	b.order = append(b.order, key)

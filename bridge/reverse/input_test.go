@@ -1,10 +1,16 @@
 package reverse
 
 import (
+	"context"
 	"encoding/json"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/taskbridge/taskbridge/internal/jsonrpc"
+	"github.com/taskbridge/taskbridge/sep2663"
 )
 
 // TestAnswerCarriesRelatedTask pins issue 16 item 13: the answer the bridge POSTs to a legacy
@@ -22,4 +28,79 @@ func TestAnswerCarriesRelatedTask(t *testing.T) {
 	if got := withRelatedTask(json.RawMessage(`{"action":"decline"}`), ""); string(got) != `{"action":"decline"}` {
 		t.Errorf("without an upstream task: %s", got)
 	}
+}
+
+// TestInputBoxNamedKeys pins the MRTR keys of a held call: a request that names its key
+// (mapping.MetaInputKey) is shown under it, without the hint; a name already used, or of
+// the numbered form, falls back to the next number; and a first call's inputResponses
+// answer a named request at once (never shown), while non-object or unnamed ones are
+// ignored.
+func TestInputBoxNamedKeys(t *testing.T) {
+	b := newInputBox("mrtr-", time.Now)
+	b.preset(json.RawMessage(`{"confirm":{"action":"accept","content":{"ok":true}},"bad":12345,"mrtr-1":{"action":"accept"}}`))
+	h := b.handler()
+	ask := func(hint string) (chan json.RawMessage, context.CancelFunc) {
+		params := `{"message":"q"}`
+		if hint != "" {
+			params = `{"message":"q","_meta":{"dev.taskbridge/inputKey":"` + hint + `"}}`
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		out := make(chan json.RawMessage, 1)
+		go func() {
+			res, _ := h(ctx, &jsonrpc.Message{Method: "elicitation/create", Params: json.RawMessage(params)})
+			out <- res
+		}()
+		return out, cancel
+	}
+	// A preset answer for a named request: answered without being shown.
+	pre, cancel := ask("confirm")
+	defer cancel()
+	if got := <-pre; gjson.GetBytes(got, "content.ok").Bool() != true {
+		t.Fatalf("preset answer: %s", got)
+	}
+	var cancels []context.CancelFunc
+	for _, hint := range []string{"user_name", "user_name", "mrtr-7", "", "bad", "has space"} {
+		_, c := ask(hint)
+		cancels = append(cancels, c)
+		waitFor(t, func() bool { return len(b.unanswered()) == len(cancels) })
+	}
+	defer func() {
+		for _, c := range cancels {
+			c()
+		}
+	}()
+	got := b.unanswered()
+	for _, k := range []string{"user_name", "mrtr-1", "mrtr-2", "mrtr-3", "bad", "mrtr-4"} {
+		in, ok := got[k]
+		if !ok {
+			t.Errorf("no input request under %s (keys %v)", k, keys(got))
+			continue
+		}
+		if gjson.GetBytes(in.Params, "_meta").Exists() {
+			t.Errorf("%s: the hint reached the client: %s", k, in.Params)
+		}
+	}
+	if len(got) != 6 || got["confirm"].Method != "" {
+		t.Errorf("keys %v, want user_name bad mrtr-1..4 (confirm answered from the preset)", keys(got))
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for range 200 {
+		if cond() {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("condition not reached")
+}
+
+func keys(m sep2663.InputRequests) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
 }

@@ -122,8 +122,9 @@ type Reverse struct {
 // upstreamInfo is what the bridge knows about the legacy upstream.
 type upstreamInfo struct {
 	init      legacy.InitializeResult
-	tasksCall bool              // tasks.requests.tools.call declared
-	tools     map[string]string // tool name → execution.taskSupport ("" = forbidden)
+	tasksCall bool                             // tasks.requests.tools.call declared
+	tools     map[string]string                // tool name → execution.taskSupport ("" = forbidden)
+	params    map[string][]sep2663.ParamHeader // tool name → its x-mcp-header annotations (valid ones only)
 	fetchedAt time.Time
 }
 
@@ -255,7 +256,7 @@ func (r *Reverse) fetchInfo(ctx context.Context) (*upstreamInfo, error) {
 		return nil, err
 	}
 	init, raw := s.InitializeResult()
-	in := &upstreamInfo{init: init, tools: map[string]string{}, fetchedAt: r.cfg.Now()}
+	in := &upstreamInfo{init: init, tools: map[string]string{}, params: map[string][]sep2663.ParamHeader{}, fetchedAt: r.cfg.Now()}
 	in.tasksCall = gjson.GetBytes(raw, "capabilities.tasks.requests.tools.call").IsObject()
 	if !gjson.GetBytes(raw, "capabilities.tools").Exists() {
 		return in, nil
@@ -272,6 +273,11 @@ func (r *Reverse) fetchInfo(ctx context.Context) (*upstreamInfo, error) {
 		}
 		for _, t := range gjson.GetBytes(res, "tools").Array() {
 			in.tools[t.Get("name").Str] = t.Get("execution.taskSupport").Str
+			// A tool whose annotations are invalid is one a conforming client never calls
+			// (it MUST drop it); nothing is checked for it.
+			if hs, err := sep2663.ParamHeaders(json.RawMessage(t.Get("inputSchema").Raw)); err == nil && len(hs) > 0 {
+				in.params[t.Get("name").Str] = hs
+			}
 		}
 		if cursor = gjson.GetBytes(res, "nextCursor").Str; cursor == "" {
 			break
@@ -332,6 +338,8 @@ func (r *Reverse) serve(ctx context.Context, req *sep2663.Request) (json.RawMess
 		return r.discover(ctx)
 	case sep2663.MethodToolsCall:
 		return r.toolsCall(ctx, req)
+	case "prompts/get":
+		return r.promptsGet(ctx, req)
 	case sep2663.MethodTasksGet:
 		return r.tasksGet(ctx, req)
 	case sep2663.MethodTasksUpdate:
