@@ -7,7 +7,8 @@
 //        [--timeout MS] [--ttl MS] [--elicit-action accept|decline|cancel] [--bearer TOKEN]
 //   node legacy-client.mjs --url URL --list-tools        (same as --flow tools)
 //
-// Flows: tools, stream, poll, list, cancel, tool-error, protocol-error, unknown, sync, elicit.
+// Flows: tools, stream, poll, list, cancel, tool-error, protocol-error, unknown, sync, elicit,
+// changes (needs an upstream with add_tool and bump_resource: the Go fixture's ListChanged).
 // Exit code 0 whenever the flow ran (even if `ok` is false); non-zero only on a crash
 // (bad CLI, cannot connect, ...), in which case the JSON line carries `crash`.
 // See README.md for the exact output shape of each flow.
@@ -17,6 +18,8 @@ import {
     CallToolResultSchema,
     CreateTaskResultSchema,
     ElicitRequestSchema,
+    ResourceUpdatedNotificationSchema,
+    ToolListChangedNotificationSchema,
     TaskStatusNotificationSchema,
     McpError,
     RELATED_TASK_META_KEY
@@ -47,7 +50,8 @@ const DEFAULTS = {
     'protocol-error': { tool: 'protocol_error_job', args: { seconds: 1 } },
     unknown: { tool: null, args: {} },
     sync: { tool: 'greet', args: { name: 'World' } },
-    elicit: { tool: 'confirm_delete', args: { filename: 'a.txt' } }
+    elicit: { tool: 'confirm_delete', args: { filename: 'a.txt' } },
+    changes: { tool: null, args: {} }
 };
 
 let opts;
@@ -104,6 +108,9 @@ client.setRequestHandler(ElicitRequestSchema, async (request, extra) => {
     if (elicitAction === 'accept') return { action: 'accept', content: { confirm: true } };
     return { action: elicitAction };
 });
+const changes = [];
+client.setNotificationHandler(ToolListChangedNotificationSchema, n => changes.push({ method: n.method, params: n.params ?? null }));
+client.setNotificationHandler(ResourceUpdatedNotificationSchema, n => changes.push({ method: n.method, params: n.params ?? null }));
 client.setNotificationHandler(TaskStatusNotificationSchema, n => {
     notifications.push({ method: n.method, taskId: n.params.taskId, status: n.params.status });
 });
@@ -368,6 +375,40 @@ const flows = {
         const r = await expectError(() => client.callTool({ name: tool, arguments: args }, CallToolResultSchema, reqOpts));
         check(r.result && !r.result.isError, `sync call did not return a successful result: ${JSON.stringify(r.error ?? r.result)}`);
         return { result: r.result, error: r.error, isError: r.result?.isError === true };
+    },
+
+    // The SDK opens the session's GET stream itself after initialized; the bridge opens its
+    // upstream listen asynchronously, so a change made before it is open is not seen: the
+    // flow repeats the change (a new tool each time) until a notification arrives.
+    async changes() {
+        const capabilities = client.getServerCapabilities() ?? {};
+        const uri = 'fixture://counter';
+        await client.subscribeResource({ uri }, reqOpts);
+        const waitFor = async (method, ms) => {
+            const end = Date.now() + ms;
+            while (Date.now() < end) {
+                const n = changes.find(c => c.method === method);
+                if (n) return n;
+                await sleep(25);
+            }
+            return null;
+        };
+        let attempts = 0;
+        let listChanged = null;
+        while (!listChanged && attempts < 20) {
+            attempts++;
+            await client.callTool({ name: 'add_tool', arguments: { name: `added_${attempts}` } }, CallToolResultSchema, reqOpts);
+            listChanged = await waitFor('notifications/tools/list_changed', 500);
+        }
+        await client.callTool({ name: 'bump_resource', arguments: {} }, CallToolResultSchema, reqOpts);
+        const updated = await waitFor('notifications/resources/updated', 5000);
+        const tools = (await client.listTools(undefined, reqOpts)).tools.map(t => t.name);
+        check(capabilities.tools?.listChanged === true, 'initialize does not advertise tools.listChanged');
+        check(capabilities.resources?.subscribe === true, 'initialize does not advertise resources.subscribe');
+        check(listChanged !== null, `no notifications/tools/list_changed after ${attempts} add_tool calls`);
+        check(updated?.params?.uri === uri, `no notifications/resources/updated for ${uri}`);
+        check(tools.includes('added_1'), 'tools/list lacks the added tool');
+        return { capabilities, attempts, listChanged, updated, changes, tools };
     },
 
     async elicit() {

@@ -92,6 +92,10 @@ type Options struct {
 	// them, so a Last-Event-ID resume may reach any replica (resume_shared.go). Nil: a
 	// resume must reach the process holding the stream.
 	Events EventStore
+	// OnPushChannel, when set, is called (without the Server's lock, on the goroutine that
+	// changed it) each time a session's push channel opens or closes: a GET stream or a
+	// stdio/WebSocket connection (push.go). It must not block.
+	OnPushChannel func()
 }
 
 // The face does not authenticate, check Origin or rate-limit: the front door in front of
@@ -140,6 +144,7 @@ type Server struct {
 	resumeWindow time.Duration // Options.ResumeWindow; <= 0: streams carry no event ids
 	replays      *replays      // this process's resumable SSE streams (resume.go)
 	events       EventStore    // Options.Events; nil: streams resume on their holder only
+	onPush       func()        // Options.OnPushChannel; never nil
 
 	touchMu   sync.Mutex // guards touched and lastSweep
 	touched   map[string]time.Time
@@ -165,6 +170,10 @@ func NewServer(o Options) *Server {
 		replays:   newReplays(o.MaxReplayBytes),
 		events:    o.Events,
 		maxInfo:   o.MaxSessionInfoBytes,
+		onPush:    o.OnPushChannel,
+	}
+	if s.onPush == nil {
+		s.onPush = func() {}
 	}
 	switch s.resumeWindow = o.ResumeWindow; {
 	case s.resumeWindow == 0:
@@ -383,6 +392,8 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	}
 	g, first := s.openGetStream(sess, last) // resume.go: fresh, or resumed with its missed events
 	s.attachGetStream(g)
+	s.onPush()
+	defer s.onPush()
 	defer s.detachGetStream(g)
 	sseHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)

@@ -372,6 +372,7 @@ func (c *conn) initialize(ctx context.Context, msg *jsonrpc.Message) {
 	}
 	c.sess = sess
 	s.registerConn(c)
+	s.onPush()
 	s.log.Info().Str("session", sess.ID).Str("transport", c.transport).Str("protocolVersion", sess.ProtocolVersion).Msg("legacy: session opened")
 	c.respond(msg.ID, res, nil)
 }
@@ -407,6 +408,7 @@ func (s *Server) endConn(c *conn) {
 		delete(s.conns, c.sess.ID)
 	}
 	s.mu.Unlock()
+	s.onPush()
 	ctx, cancel := context.WithTimeout(context.Background(), closeSessionTimeout)
 	defer cancel()
 	s.sessions.forget(c.sess.ID)

@@ -74,24 +74,39 @@ func elicitationToModern(v json.RawMessage) (json.RawMessage, error) {
 
 // ServerCapsToLegacy translates server/discover capabilities to legacy initialize
 // capabilities: experimental, tools, resources, prompts, logging and completions are kept as
-// the upstream wrote them; extensions are dropped (2025-11-25 has none on the server side).
-// When withTasks, tasks = {list:{}, cancel:{}, requests:{tools:{call:{}}}} is added.
+// the upstream wrote them, except listChanged and subscribe (a route that does not relay
+// the upstream's change notifications must not advertise them: issue 16 item 8; see
+// ServerCapsToLegacyRelayed); extensions are dropped (2025-11-25 has none on the server
+// side). When withTasks, tasks = {list:{}, cancel:{}, requests:{tools:{call:{}}}} is added.
 func ServerCapsToLegacy(caps sep2663.ServerCapabilities, withTasks bool) (json.RawMessage, error) {
+	return serverCapsToLegacy(caps, withTasks, false)
+}
+
+// ServerCapsToLegacyRelayed is ServerCapsToLegacy for a route that relays the upstream's
+// list-changed and resource-updated notifications (its subscriptions/listen) to the legacy
+// session's GET stream: listChanged and subscribe are kept as the upstream wrote them, so
+// exactly what the upstream offers is advertised.
+func ServerCapsToLegacyRelayed(caps sep2663.ServerCapabilities, withTasks bool) (json.RawMessage, error) {
+	return serverCapsToLegacy(caps, withTasks, true)
+}
+
+func serverCapsToLegacy(caps sep2663.ServerCapabilities, withTasks, relayed bool) (json.RawMessage, error) {
 	var out jsonobj.Object
 	add := func(key string, v json.RawMessage) {
 		if len(v) > 0 && string(v) != "null" {
 			out = append(out, jsonobj.NewMember(key, v))
 		}
 	}
+	keep := undelivered
+	if relayed {
+		keep = func(v json.RawMessage) json.RawMessage { return v }
+	}
 	add("experimental", caps.Experimental)
 	add("logging", caps.Logging)
 	add("completions", caps.Completions)
-	// listChanged and subscribe are not advertised: the forward route does not relay the
-	// upstream's list-changed or resource-updated notifications to a legacy session's GET
-	// stream (issue 16 item 8: advertise only what is delivered).
-	add("prompts", undelivered(caps.Prompts))
-	add("resources", undelivered(caps.Resources))
-	add("tools", undelivered(caps.Tools))
+	add("prompts", keep(caps.Prompts))
+	add("resources", keep(caps.Resources))
+	add("tools", keep(caps.Tools))
 	for _, m := range out {
 		if !json.Valid(m.Value) {
 			return nil, fmt.Errorf("mapping: server capability %q is not valid JSON", m.Key)

@@ -67,6 +67,13 @@ func TestServerCapsToLegacy(t *testing.T) {
 	if string(got) != want {
 		t.Fatalf("\n got %s\nwant %s", got, want)
 	}
+	// A route that relays the change notifications advertises exactly what the upstream
+	// offers.
+	got, err = ServerCapsToLegacyRelayed(discover.Capabilities, true)
+	want = `{"experimental":{"e":{}},"logging":{},"completions":{},"prompts":{},"resources":{"subscribe":true},"tools":{"listChanged":true},"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}}`
+	if err != nil || string(got) != want {
+		t.Fatalf("relayed:\n got %s\nwant %s (%v)", got, want, err)
+	}
 	got, err = ServerCapsToLegacy(sep2663.ServerCapabilities{Tools: json.RawMessage(`{}`)}, false)
 	if err != nil || string(got) != `{"tools":{}}` {
 		t.Fatalf("without tasks: %s, %v", got, err)

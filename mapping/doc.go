@@ -69,8 +69,8 @@
 //     objects, never booleans); the legacy client's own "extensions" are carried over, except
 //     the tasks extension, which is present exactly when the bridge asks for it.
 //   - ServerCapsToLegacy keeps tools/resources/prompts/logging/completions as the upstream
-//     wrote them, including listChanged/subscribe flags; the caller must only pass them on if
-//     it relays those notifications and methods.
+//     wrote them but removes listChanged/subscribe; ServerCapsToLegacyRelayed keeps those
+//     flags too, for a caller that relays those notifications and methods.
 //   - ToolsListForLegacy: mode returning "" leaves the tool untouched (legacy default:
 //     forbidden); a taskSupport the upstream already wrote is replaced.
 //   - URL-mode elicitation: elicitationId = hex SHA-256 over a domain tag and the

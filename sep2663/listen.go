@@ -72,3 +72,59 @@ func (c *Client) ListenTasks(ctx context.Context, taskIDs []string, meta Request
 	}
 	return bad
 }
+
+// The core change notifications a listen filter asks for (2026-07-28 §subscriptions/listen).
+const (
+	NotificationToolsListChanged     = "notifications/tools/list_changed"
+	NotificationPromptsListChanged   = "notifications/prompts/list_changed"
+	NotificationResourcesListChanged = "notifications/resources/list_changed"
+	NotificationResourceUpdated      = "notifications/resources/updated"
+)
+
+// SubscriptionFilter is the core part of a listen's notifications filter (the Tasks
+// extension's taskIds is ListenTasks'). A nil ResourceSubscriptions is left out.
+type SubscriptionFilter struct {
+	ToolsListChanged      bool     `json:"toolsListChanged,omitempty"`
+	PromptsListChanged    bool     `json:"promptsListChanged,omitempty"`
+	ResourcesListChanged  bool     `json:"resourcesListChanged,omitempty"`
+	ResourceSubscriptions []string `json:"resourceSubscriptions,omitempty"`
+}
+
+// Empty reports whether the filter asks for nothing.
+func (f SubscriptionFilter) Empty() bool {
+	return !f.ToolsListChanged && !f.PromptsListChanged && !f.ResourcesListChanged && len(f.ResourceSubscriptions) == 0
+}
+
+// ChangeHandlers receive what a core listen delivers, in order, on the calling goroutine.
+type ChangeHandlers struct {
+	// Ack receives the filter the server agreed to honour.
+	Ack func(SubscriptionFilter)
+	// Notify receives every other notification of the stream as sent (its _meta still
+	// carries the subscriptionId).
+	Notify func(*jsonrpc.Message)
+}
+
+// Listen opens subscriptions/listen with the core filter f and blocks until the stream
+// ends, with ListenTasks' return values (nil: a clean close; ctx.Err(); a *jsonrpc.Error
+// refusal; an *upstream.Error otherwise).
+func (c *Client) Listen(ctx context.Context, f SubscriptionFilter, meta RequestMeta, h ChangeHandlers) error {
+	params := marshal(map[string]any{"notifications": f})
+	_, err := c.Call(ctx, MethodSubscriptionsListen, params, meta, func(m *jsonrpc.Message) {
+		switch {
+		case m.Method == NotificationAck:
+			if h.Ack != nil {
+				var ack struct {
+					Notifications SubscriptionFilter `json:"notifications"`
+				}
+				_ = json.Unmarshal(m.Params, &ack)
+				h.Ack(ack.Notifications)
+			}
+		case m.IsNotification() && h.Notify != nil:
+			h.Notify(m)
+		}
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}

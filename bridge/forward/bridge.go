@@ -158,7 +158,8 @@ type Bridge struct {
 	gate  *gate.Gate                              // the work gate (admit.go)
 	fb    *fallbackState                          // fallback policy, tools cache, hosted task pool (route.go, host.go)
 
-	push pushState // the upstream listen loop (push.go)
+	push    pushState   // the upstream listen loop (push.go)
+	changes changeState // the change-notification relay and resource subscriptions (changes.go)
 
 	ctx    context.Context // lives until Close; parent of pollers
 	cancel context.CancelFunc
@@ -206,6 +207,7 @@ func New(cfg Config) (*Bridge, error) {
 		MaxReplayBytes:      cfg.MaxReplayBytes,
 		MaxSessionInfoBytes: cfg.MaxSessionInfoBytes,
 		Events:              kept,
+		OnPushChannel:       b.changesKick,
 	})
 	return b, nil
 }
@@ -342,7 +344,11 @@ func (b *Bridge) Initialize(ctx context.Context, sess *legacy.Session, params js
 	b.cfg.Metrics.LegacyClient(gjson.GetBytes(sess.ClientInfo, "name").String(),
 		gjson.GetBytes(sess.ClientInfo, "version").String(), sess.ProtocolVersion)
 	withTasks := sess.ProtocolVersion == legacy.ProtocolVersion
-	caps, err := mapping.ServerCapsToLegacy(d.Capabilities, withTasks)
+	toLegacy := mapping.ServerCapsToLegacy
+	if b.changesEnabled() {
+		toLegacy = mapping.ServerCapsToLegacyRelayed // changes.go relays what the upstream offers
+	}
+	caps, err := toLegacy(d.Capabilities, withTasks)
 	if err != nil {
 		return nil, err
 	}
@@ -382,6 +388,8 @@ func (b *Bridge) Serve(ctx context.Context, sess *legacy.Session, req *jsonrpc.M
 		return b.tasksCancel(ctx, sess, req)
 	case "logging/setLevel":
 		return b.setLevel(sess, req)
+	case "resources/subscribe", "resources/unsubscribe":
+		return b.resourcesSubscribe(ctx, sess, req)
 	default:
 		return b.forward(ctx, sess, req, out)
 	}
@@ -416,7 +424,10 @@ func (b *Bridge) Respond(ctx context.Context, sess *legacy.Session, msg *jsonrpc
 }
 
 // Closed implements legacy.Handler.
-func (b *Bridge) Closed(ctx context.Context, sess *legacy.Session) { b.logLevels.Delete(sess.ID) }
+func (b *Bridge) Closed(ctx context.Context, sess *legacy.Session) {
+	b.logLevels.Delete(sess.ID)
+	b.forgetSubscriptions(sess.ID)
+}
 
 // inflightCall is a plain in-flight request that notifications/cancelled may cancel; cancel
 // ends its context with the cause legacy.ErrCancelled.
