@@ -181,3 +181,26 @@ func TestNoChangesWithoutTheUpstreamOffer(t *testing.T) {
 }
 
 func withNoPush(c forward.Config) forward.Config { c.NoUpstreamPush = true; return c }
+
+// TestLogMessagesReachTheRequest (issue 16 item 8): after logging/setLevel, the session's
+// level travels as the per-request logLevel, and the notifications/message the upstream
+// sends within a request reach the legacy client on that request's stream; without
+// setLevel the upstream is sent no level and sends none.
+func TestLogMessagesReachTheRequest(t *testing.T) {
+	e := newEnv(t, func(_ *envConfig, fo *fixture.Options) { fo.Logging = true })
+	quiet, loud := e.client(), e.client()
+	call(t, loud, "logging/setLevel", map[string]string{"level": "info"})
+	for _, c := range []*legacyclient.Client{quiet, loud} {
+		res := call(t, c, "tools/call", map[string]any{"name": "log_note", "arguments": map[string]string{"text": "hello log"}})
+		if res.Get("content.0.text").Str != "logged: hello log" {
+			t.Fatalf("log_note answered %s", res.Raw)
+		}
+	}
+	if n := count(quiet, "notifications/message"); n != 0 {
+		t.Errorf("a session without setLevel got %d log messages", n)
+	}
+	p, ok := waitNote(t, loud, "notifications/message", time.Second)
+	if !ok || p.Get("data").Str != "hello log" || p.Get("level").Str != "info" {
+		t.Errorf("after setLevel: %v %s, want the upstream's notifications/message", ok, p.Raw)
+	}
+}

@@ -42,11 +42,12 @@ func run() error {
 	poll := flag.Int64("poll-ms", 0, "task pollIntervalMs (default 200)")
 	stdio := flag.Bool("stdio", false, "serve one client over stdin/stdout instead of HTTP")
 	listen := flag.Bool("listen", false, "serve subscriptions/listen with notifications.taskIds (notifications/tasks)")
+	logging := flag.Bool("logging", false, "advertise logging and add log_note (a notifications/message on its reply when the request's logLevel allows info)")
 	listChanged := flag.Bool("list-changed", false, "add add_tool, bump_resource and fixture://counter, advertise listChanged/subscribe and serve them on subscriptions/listen (implies -listen)")
 	flag.Parse()
 
 	srv := fixture.New(fixture.Options{Name: *name, NoTasksExtension: *noTasks, Scale: *scale,
-		TaskTTLMs: *ttl, PollIntervalMs: *poll, Listen: *listen, ListChanged: *listChanged})
+		TaskTTLMs: *ttl, PollIntervalMs: *poll, Listen: *listen, ListChanged: *listChanged, Logging: *logging})
 	defer srv.Close()
 	if *stdio {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
