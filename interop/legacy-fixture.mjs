@@ -5,7 +5,14 @@
 import { z } from 'zod';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { InMemoryTaskStore, InMemoryTaskMessageQueue } from '@modelcontextprotocol/sdk/experimental/tasks';
-import { CreateMessageResultSchema, ElicitResultSchema, McpError, ErrorCode } from '@modelcontextprotocol/sdk/types.js';
+import {
+    CreateMessageResultSchema,
+    ElicitResultSchema,
+    McpError,
+    ErrorCode,
+    SubscribeRequestSchema,
+    UnsubscribeRequestSchema
+} from '@modelcontextprotocol/sdk/types.js';
 import { registerConformance } from './conformance-fixture.mjs';
 
 const POLL_INTERVAL = 200;
@@ -124,12 +131,84 @@ function computeTool(name, support, defaultSeconds, description) {
     ];
 }
 
+// ---------------------------------------------------------------------------
+// Change notifications (2025-11-25: on the session's GET stream). add_tool {name} registers a
+// tool on this session's McpServer (the SDK then sends notifications/tools/list_changed),
+// add_resource {name} a resource (notifications/resources/list_changed), and bump_resource
+// increments fixture://counter and sends notifications/resources/updated to every session
+// that subscribed to it (resources/subscribe, handled here: McpServer does not).
+// ---------------------------------------------------------------------------
+export const COUNTER_URI = 'fixture://counter';
+let counter = 0;
+const subscribers = new Map(); // uri -> Set of McpServer
+
+function registerChangeTools(server) {
+    server.registerResource('counter', COUNTER_URI, { mimeType: 'text/plain' }, async () => ({
+        contents: [{ uri: COUNTER_URI, mimeType: 'text/plain', text: String(counter) }]
+    }));
+    server.server.setRequestHandler(SubscribeRequestSchema, async req => {
+        const set = subscribers.get(req.params.uri) ?? new Set();
+        set.add(server);
+        subscribers.set(req.params.uri, set);
+        count('resources/subscribe');
+        return {};
+    });
+    server.server.setRequestHandler(UnsubscribeRequestSchema, async req => {
+        subscribers.get(req.params.uri)?.delete(server);
+        count('resources/unsubscribe');
+        return {};
+    });
+    server.server.onclose = () => {
+        for (const set of subscribers.values()) set.delete(server);
+    };
+    server.registerTool('add_tool', { description: 'Adds a sync tool {name} to this session (tools/list_changed)', inputSchema: { name: z.string() } },
+        async ({ name }) => {
+            count('add_tool');
+            server.registerTool(name, { description: 'added by add_tool', inputSchema: {} }, async () => ({ content: [{ type: 'text', text: `Hello from ${name}!` }] }));
+            return { content: [{ type: 'text', text: `Added tool ${name}.` }] };
+        });
+    // The conformance suite's hook (server-stateless, ServerSendsToolsListChangedOnSubscription).
+    let triggered = 0;
+    server.registerTool('test_trigger_tool_change', { description: 'Adds a tool to this session (tools/list_changed; conformance hook)', inputSchema: {} },
+        async () => {
+            count('test_trigger_tool_change');
+            const name = `triggered_${++triggered}`;
+            server.registerTool(name, { description: 'added by test_trigger_tool_change', inputSchema: {} }, async () => ({ content: [{ type: 'text', text: name }] }));
+            return { content: [{ type: 'text', text: `Added tool ${name}.` }] };
+        });
+    // The suite's prompt hook (ServerSendsPromptsListChangedOnSubscription).
+    server.registerTool('test_trigger_prompt_change', { description: 'Adds a prompt to this session (prompts/list_changed; conformance hook)', inputSchema: {} },
+        async () => {
+            count('test_trigger_prompt_change');
+            const name = `triggered_prompt_${++triggered}`;
+            server.registerPrompt(name, { description: 'added by test_trigger_prompt_change' }, async () => ({
+                messages: [{ role: 'user', content: { type: 'text', text: name } }]
+            }));
+            return { content: [{ type: 'text', text: `Added prompt ${name}.` }] };
+        });
+    server.registerTool('add_resource', { description: 'Adds a resource fixture://{name} to this session (resources/list_changed)', inputSchema: { name: z.string() } },
+        async ({ name }) => {
+            count('add_resource');
+            const uri = `fixture://${name}`;
+            server.registerResource(name, uri, { mimeType: 'text/plain' }, async () => ({ contents: [{ uri, mimeType: 'text/plain', text: name }] }));
+            return { content: [{ type: 'text', text: `Added resource ${uri}.` }] };
+        });
+    server.registerTool('bump_resource', { description: `Increments ${COUNTER_URI} (resources/updated to its subscribers)`, inputSchema: {} },
+        async () => {
+            count('bump_resource');
+            counter++;
+            for (const s of subscribers.get(COUNTER_URI) ?? []) await s.server.sendResourceUpdated({ uri: COUNTER_URI }).catch(() => {});
+            return { content: [{ type: 'text', text: `${COUNTER_URI} is now ${counter}` }] };
+        });
+}
+
 export function createServer() {
     const server = new McpServer(
         { name: 'legacy-fixture-server', version: '0.2.0' },
         {
             capabilities: {
                 tools: { listChanged: true },
+                resources: { subscribe: true, listChanged: true },
                 tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } }
             },
             taskStore,
@@ -137,6 +216,8 @@ export function createServer() {
             instructions: 'taskbridge legacy fixture (2025-11-25 experimental tasks)'
         }
     );
+
+    registerChangeTools(server);
 
     server.registerTool(
         'greet',

@@ -38,6 +38,22 @@ func ServerCapsToModern(raw json.RawMessage, tasks bool) (sep2663.ServerCapabili
 	return c, nil
 }
 
+// ServerCapsToModernRelayed is ServerCapsToModern for a route that serves
+// subscriptions/listen from the upstream session's GET stream: listChanged and subscribe are
+// kept as the upstream wrote them (logging is still removed).
+func ServerCapsToModernRelayed(raw json.RawMessage, tasks bool) (sep2663.ServerCapabilities, error) {
+	c, err := ServerCapsToModern(raw, tasks)
+	if err != nil {
+		return c, err
+	}
+	var in map[string]json.RawMessage
+	if len(raw) > 0 {
+		_ = json.Unmarshal(raw, &in)
+	}
+	c.Prompts, c.Resources, c.Tools = in["prompts"], in["resources"], in["tools"]
+	return c, nil
+}
+
 // undelivered removes listChanged and subscribe from a capability object (nil stays nil;
 // a value that is not an object is kept as sent).
 func undelivered(raw json.RawMessage) json.RawMessage {

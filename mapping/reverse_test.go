@@ -21,6 +21,13 @@ func TestServerCapsToModern(t *testing.T) {
 	if !jsonEq(t, got, []byte(want)) {
 		t.Errorf("with tasks: %s, want %s (legacy tasks dropped, extension added, undelivered capabilities dropped)", got, want)
 	}
+	// A route that serves subscriptions/listen keeps listChanged and subscribe as sent.
+	c, err = ServerCapsToModernRelayed(legacyCaps, true)
+	got, _ = json.Marshal(c)
+	want = `{"resources":{"subscribe":true,"listChanged":true,"x":1},"tools":{"listChanged":true},"extensions":{"io.modelcontextprotocol/tasks":{}}}`
+	if err != nil || !jsonEq(t, got, []byte(want)) {
+		t.Errorf("relayed: %s, want %s (%v)", got, want, err)
+	}
 	c, _ = ServerCapsToModern(legacyCaps, false)
 	if c.HasExtension(sep2663.ExtensionTasks) {
 		t.Error("extension advertised for an upstream that cannot run tasks")

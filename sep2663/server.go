@@ -67,6 +67,14 @@ type Handler interface {
 	Serve(ctx context.Context, req *Request) (json.RawMessage, error)
 }
 
+// Notifier is implemented by a Handler that acts on client notifications: the face calls
+// Notified with each one (and the caller's principal, see Request.Principal) before it
+// answers 202. notifications/cancelled naming an open subscriptions/listen is the one the
+// bridge acts on (2026-07-28: the client ends a listen with it).
+type Notifier interface {
+	Notified(ctx context.Context, principal string, m *jsonrpc.Message)
+}
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(ctx context.Context, req *Request) (json.RawMessage, error)
 
@@ -152,7 +160,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if msg.IsNotification() {
-		// notifications/cancelled is stdio-only in 2026-07-28; closing the stream cancels.
+		// Closing a stream cancels its request; notifications/cancelled also ends a listen.
+		if n, ok := s.h.(Notifier); ok {
+			n.Notified(r.Context(), auth.KeyFrom(r.Context()), msg)
+		}
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}

@@ -24,9 +24,13 @@
 //	                           tasks/result; requests that arrived on it: input_required
 //	tasks/update             → answers the held requests (POSTed upstream as responses)
 //	tasks/cancel             → upstream tasks/cancel, empty ack
+//	subscriptions/listen     → the caller's upstream session's GET-stream notifications
+//	                           (list changed; resources/updated after a legacy
+//	                           resources/subscribe), stamped with the subscriptionId
 //
 // Files: reverse.go (the engine, discover, dispatch, forwarding), call.go (tools/call and
 // MRTR), records.go (the task records), held.go (held tasks/result, input requests, resume
 // and purge), tasks.go (tasks/*), input.go (the input box of a held MRTR call), ops.go
-// (drain and readiness).
+// (drain and readiness), getstream.go (the upstream sessions' GET streams), listen.go
+// (subscriptions/listen).
 package reverse

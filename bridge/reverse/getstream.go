@@ -47,7 +47,9 @@ func (r *Reverse) onSessionOpen(key string, s *legacy.UpstreamSession) {
 	r.mu.Unlock()
 	go func() {
 		defer r.wg.Done()
+		r.resubscribe(key, s) // listen.go: the open listens' URIs, in this new session
 		err := s.Listen(r.ctx, legacy.ListenOptions{
+			OnNotify:  func(m *jsonrpc.Message) { r.changeNotify(key, m) }, // listen.go
 			OnRequest: r.streamRequest(key, s),
 			Claims:    func(m *jsonrpc.Message) bool { return r.taskForStream(r.ctx, key, s, m) != nil },
 			OnOpen:    func() { r.cfg.Metrics.GetStreamOpened("reverse") },

@@ -112,6 +112,7 @@ type Reverse struct {
 	holders    map[string]*holder                 // task id → this process's held tasks/result (held.go)
 	upSessions map[string]*legacy.UpstreamSession // Mcp-Session-Id → handle (opened or adopted)
 	creating   map[string]creations               // owner → task-creating tools/calls in flight (getstream.go)
+	listens    listens                            // open subscriptions/listen (listen.go; its own lock)
 	closed     bool
 
 	ctx    context.Context
@@ -346,9 +347,10 @@ func (r *Reverse) serve(ctx context.Context, req *sep2663.Request) (json.RawMess
 		return r.tasksUpdate(ctx, req)
 	case sep2663.MethodTasksCancel:
 		return r.tasksCancel(ctx, req)
-	case sep2663.MethodSubscriptionsListen, "initialize", "ping", "logging/setLevel",
-		"resources/subscribe", "resources/unsubscribe":
-		// Not offered on the modern face (listen: see docs/reverse.md); removed in 2026-07-28.
+	case sep2663.MethodSubscriptionsListen:
+		return r.listen(ctx, req) // listen.go
+	case "initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe":
+		// Removed in 2026-07-28 (subscriptions/listen replaced the last two).
 		return nil, jsonrpc.ErrMethodNotFound.Wrapf("%s", req.Method)
 	default:
 		return r.forwardModern(ctx, req)
@@ -361,7 +363,7 @@ func (r *Reverse) discover(ctx context.Context) (json.RawMessage, error) {
 	if err != nil {
 		return nil, errmap.FromLegacy(err)
 	}
-	caps, err := mapping.ServerCapsToModern(in.init.Capabilities, in.tasksCall)
+	caps, err := mapping.ServerCapsToModernRelayed(in.init.Capabilities, in.tasksCall) // listen.go delivers listChanged/subscribe
 	if err != nil {
 		return nil, err
 	}
