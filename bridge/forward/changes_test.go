@@ -58,8 +58,9 @@ func TestChangeNotificationsReachTheGetStream(t *testing.T) {
 	if err := other.OpenGetStream(ctx); err != nil {
 		t.Fatal(err)
 	}
+	opened := listens(e)
 	call(t, a, "resources/subscribe", map[string]string{"uri": fixture.CounterURI})
-	waitListen(t, e, 1)
+	waitListen(t, e, opened+1)
 
 	call(t, a, "tools/call", map[string]any{"name": "add_tool", "arguments": map[string]string{"name": "added"}})
 	for _, c := range []*legacyclient.Client{a, other} {
@@ -85,9 +86,10 @@ func TestChangeNotificationsReachTheGetStream(t *testing.T) {
 		t.Error("a session that did not subscribe got resources/updated")
 	}
 
+	opened = listens(e)
 	call(t, a, "resources/unsubscribe", map[string]string{"uri": fixture.CounterURI})
 	before := count(a, "notifications/resources/updated")
-	waitListenFilter(t, e)
+	waitListen(t, e, opened+1) // re-opened without the URI
 	call(t, a, "tools/call", map[string]any{"name": "bump_resource", "arguments": map[string]any{}})
 	time.Sleep(300 * time.Millisecond)
 	if n := count(a, "notifications/resources/updated"); n != before {
@@ -109,20 +111,17 @@ func count(c *legacyclient.Client, method string) (n int) {
 func waitListen(t *testing.T, e *env, n int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for e.fx.Stats().Methods["subscriptions/listen"] < n {
+	for listens(e) < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("the bridge opened %d listens upstream, want %d", e.fx.Stats().Methods["subscriptions/listen"], n)
+			t.Fatalf("the bridge opened %d listens upstream, want %d", listens(e), n)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	time.Sleep(100 * time.Millisecond) // past the debounce: the filter in force is the newest
 }
 
-// waitListenFilter waits for the listen re-opened after a filter change.
-func waitListenFilter(t *testing.T, e *env) {
-	t.Helper()
-	waitListen(t, e, e.fx.Stats().Methods["subscriptions/listen"]+1)
-}
+// listens is how many subscriptions/listen the upstream has had.
+func listens(e *env) int { return e.fx.Stats().Methods["subscriptions/listen"] }
 
 // TestResourcesSubscribeBounds: bad URIs get -32602, and a session may hold at most 64.
 func TestResourcesSubscribeBounds(t *testing.T) {
@@ -202,5 +201,56 @@ func TestLogMessagesReachTheRequest(t *testing.T) {
 	p, ok := waitNote(t, loud, "notifications/message", time.Second)
 	if !ok || p.Get("data").Str != "hello log" || p.Get("level").Str != "info" {
 		t.Errorf("after setLevel: %v %s, want the upstream's notifications/message", ok, p.Raw)
+	}
+}
+
+// TestForwardAdvertisedIsDelivered: every listChanged/subscribe initialize advertises is
+// delivered to the session's GET stream (a capability advertised with no way to deliver it
+// fails here).
+func TestForwardAdvertisedIsDelivered(t *testing.T) {
+	e := newEnv(t, withListChanged)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := legacyclient.New(e.url)
+	res, err := c.Initialize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.OpenGetStream(ctx); err != nil {
+		t.Fatal(err)
+	}
+	triggers := map[string]func() string{
+		"tools.listChanged": func() string {
+			call(t, c, "tools/call", map[string]any{"name": "add_tool", "arguments": map[string]string{"name": "via_trigger"}})
+			return "notifications/tools/list_changed"
+		},
+		"resources.subscribe": func() string {
+			opened := listens(e)
+			call(t, c, "resources/subscribe", map[string]string{"uri": fixture.CounterURI})
+			waitListen(t, e, opened+1) // re-opened with the URI
+			call(t, c, "tools/call", map[string]any{"name": "bump_resource", "arguments": map[string]any{}})
+			return "notifications/resources/updated"
+		},
+	}
+	caps := gjson.GetBytes(res, "capabilities")
+	waitListen(t, e, 1)
+	n := 0
+	for _, key := range []string{"tools.listChanged", "prompts.listChanged", "resources.listChanged", "resources.subscribe"} {
+		if !caps.Get(key).Bool() {
+			continue
+		}
+		trigger, ok := triggers[key]
+		if !ok {
+			t.Errorf("initialize advertises %s, which this test cannot trigger: is it delivered?", key)
+			continue
+		}
+		n++
+		want := trigger()
+		if _, ok := waitNote(t, c, want, 5*time.Second); !ok {
+			t.Errorf("%s advertised, but no %s reached the GET stream", key, want)
+		}
+	}
+	if n == 0 {
+		t.Fatal("initialize advertises no listChanged/subscribe: nothing was checked")
 	}
 }
