@@ -57,8 +57,10 @@ type Config struct {
 	// protocol (or be about another task) before the task ends failed with an unknown
 	// outcome; a sync-collapsed call gives up after as many failed polls. Default 5.
 	PollFaultBudget int
-	// NoUpstreamPush turns off subscriptions/listen towards the upstream (push.go); the
-	// bridge then learns of upstream changes by polling only.
+	// NoUpstreamPush turns off subscriptions/listen towards the upstream: the task listen
+	// (push.go; the bridge then learns of task changes by polling only) and the change
+	// listen (changes.go; initialize then advertises no listChanged/subscribe and
+	// resources/subscribe is -32601).
 	NoUpstreamPush bool
 
 	MaxBodyBytes int64 // see legacy.Options (the front door caps bodies first: DoorConfig)
