@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -193,7 +194,8 @@ func runVerify(ctx context.Context, cfg *config.Config, plan *verify.Plan, tts m
 		return &verifyEngine{Door: door, b: b}, nil
 	}
 	rep, err := verify.Run(ctx, verify.Options{Start: start, Metrics: m, Auth: cfg.Auth, Logs: logs.Bytes, Plan: plan,
-		Progress: stderr, MaxConcurrentTasks: cfg.MaxConcurrentTasks, Store: st, Retention: cfg.AuditRetention, Facts: []verify.Fact{
+		Progress: stderr, MaxConcurrentTasks: cfg.MaxConcurrentTasks, Store: st, Retention: cfg.AuditRetention,
+		Forward: era != eraLegacy, Front: verifyFront, Facts: []verify.Fact{
 			{Name: "bridge", Value: "taskbridge " + version},
 			{Name: "upstream", Value: up.describe()},
 			{Name: "upstream era", Value: map[upstreamEra]string{eraModern: "2026-07-28", eraLegacy: "2025-11-25"}[era]},
@@ -203,6 +205,10 @@ func runVerify(ctx context.Context, cfg *config.Config, plan *verify.Plan, tts m
 		}})
 	return rep, live, err
 }
+
+// verifyFront is what sits in front of the bridge verify drives (verify.Options.Front):
+// nil in the command; TestVerifyFaultyUpstreams puts a faulty proxy there.
+var verifyFront func(http.Handler) http.Handler
 
 // verifyUpstream is openUpstream with a stdio child's requests counted too.
 func verifyUpstream(up upstreamFlags, cfg *config.Config, m *metrics.Metrics, tl *tlsSet, log zerolog.Logger, stderr io.Writer) (*sep2663.Client, func(context.Context) error, error) {

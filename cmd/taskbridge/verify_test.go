@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,10 +24,12 @@ import (
 )
 
 // verifyPlan names the fixture's tools: slow_compute runs long enough (2 s at scale 1)
-// for cancels and restarts to land while it works.
+// for cancels and restarts to land while it works; multi_input asks two questions as a
+// task (input_required), which verify declines.
 const verifyPlan = `tools:
   slow: {name: slow_compute, arguments: {seconds: 2, label: verify}}
   quick: {name: greet, arguments: {name: verify}}
+  input: {name: multi_input}
 load: {concurrent: 4, pollers: 3}
 step_timeout: 30s
 `
@@ -66,11 +71,27 @@ func TestVerifyFixturePasses(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	for _, want := range []string{"upstream era:          2026-07-28", "verdict: pass", "security       second principal (2025-11-25)            pass",
-		"recovery       initial call never repeated              pass", "load           backpressure past max_concurrent_tasks   pass"} {
+	for _, want := range []string{"upstream era:          2026-07-28", "verdict: pass"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
+	}
+	for _, c := range [][2]string{{"security", "second principal (2025-11-25)"}, {"recovery", "initial call never repeated"},
+		{"load", "backpressure past max_concurrent_tasks"}} {
+		if f := strings.Fields(lineWith(out, c[1])); len(f) < 2 || f[0] != c[0] || !slices.Contains(f, "pass") {
+			t.Errorf("%s / %s did not pass: %q", c[0], c[1], lineWith(out, c[1]))
+		}
+	}
+	// the recovery gate's transport cuts and input checks run (issue 19), none skipped
+	for _, c := range []string{"cut before CreateTaskResult (2025-11-25)", "cut after CreateTaskResult (2025-11-25)",
+		"cut between completion and tasks/result", "cut after CreateTaskResult (2026-07-28)", "cut after cancel (2025-11-25)",
+		"cut during input_required (2025-11-25)", "input during restart (2025-11-25)"} {
+		if line := lineWith(out, c); !strings.Contains(line, " pass ") {
+			t.Errorf("recovery / %s did not pass: %q", c, line)
+		}
+	}
+	if line := lineWith(out, "input during restart"); !strings.Contains(line, "the upstream got 2 tasks/update") {
+		t.Errorf("two questions, each answered twice: %q", line)
 	}
 	// the expired-ttl check runs (a 1 s ttl on the 2025-11-25 face), it is not skipped
 	if line := lineWith(out, "expired ttl"); !strings.Contains(line, " pass ") || !strings.Contains(line, "-32602") {
@@ -260,14 +281,24 @@ func TestVerifyFaultyUpstreams(t *testing.T) {
 	dir := t.TempDir()
 	plan := writeFile(t, dir, "plan.yaml", verifyPlan)
 	cfg := writeFile(t, dir, "tb.yaml", apiKeysConfig)
-	for _, tc := range []struct{ kind, want string }{
-		{"loses-tasks", "recovery/restart while working (2026-07-28)"},
-		{"changes-terminal", "contract/task lifecycle 2026-07-28"},
-		{"other-task", "contract/task lifecycle 2026-07-28"},
-		{"ignores-cancel", "cancellation/cancel: operation outcome (2026-07-28)"},
+	for _, tc := range []struct {
+		kind, want string
+		front      func(http.Handler) http.Handler // a faulty proxy in front of the bridge
+		only       []string                        // with front: the only checks that fail
+	}{
+		{kind: "loses-tasks", want: "recovery/restart while working (2026-07-28)"},
+		{kind: "changes-terminal", want: "contract/task lifecycle 2026-07-28"},
+		{kind: "other-task", want: "contract/task lifecycle 2026-07-28"},
+		{kind: "ignores-cancel", want: "cancellation/cancel: operation outcome (2026-07-28)"},
+		// Only the transport-cut check sees this one: every other check sends each
+		// request once, so renumbered ids change nothing for them.
+		{kind: "renumbers-ids", want: "recovery/cut before CreateTaskResult (2025-11-25)", front: renumberIDs,
+			only: []string{"recovery/cut before CreateTaskResult (2025-11-25)", "recovery/initial call never repeated"}},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			url := newFaulty(t, tc.kind)
+			verifyFront = tc.front
+			defer func() { verifyFront = nil }()
 			code, out, errOut := runVerifyCmd(t, "--upstream", url, "--config", cfg, "--plan", plan)
 			if code != 1 {
 				t.Fatalf("exit %d, want 1\n%s\n%s", code, out, errOut)
@@ -283,8 +314,38 @@ func TestVerifyFaultyUpstreams(t *testing.T) {
 			if !strings.Contains(out, "verdict: fail") {
 				t.Errorf("stdout:\n%s", out)
 			}
+			if tc.only != nil {
+				failed := strings.TrimPrefix(lineWith(errOut, "verify: failed: "), "taskbridge: verify: failed: ")
+				for _, f := range strings.Split(failed, ", ") {
+					if !slices.Contains(tc.only, f) {
+						t.Errorf("%s failed too; want only %v", f, tc.only)
+					}
+				}
+			}
 		})
 	}
+}
+
+// renumberIDs is a faulty proxy in front of the bridge: it gives every 2025-11-25
+// tools/call a new JSON-RPC id (as a gateway that re-numbers requests would, without
+// mapping the answers back: verify's client reads answers by order), so a client that
+// retries a cut call with the same id reaches the bridge with a new call.
+func renumberIDs(next http.Handler) http.Handler {
+	var n atomic.Int64
+	n.Store(1 << 40)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == "" {
+			var b bytes.Buffer
+			b.ReadFrom(r.Body)
+			body := b.Bytes()
+			if id := gjson.GetBytes(body, "id"); id.Exists() && gjson.GetBytes(body, "method").Str == "tools/call" {
+				body = bytes.Replace(body, []byte(`"id":`+id.Raw), fmt.Appendf(nil, `"id":%d`, n.Add(1)), 1)
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.ContentLength = int64(len(body))
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // lineWith is the first line of s containing sub ("" if none).

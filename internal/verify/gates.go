@@ -45,6 +45,7 @@ type toolInfo struct {
 	readOnly map[string]bool
 	slow     *Tool // a tool to run as a task (plan, else a read-only tool that may be a task)
 	quick    *Tool // a tool to call synchronously
+	input    *Tool // the plan's tool that asks for input (nil: none)
 	why      string
 }
 
@@ -232,7 +233,7 @@ func (r *run) listTools(ctx context.Context, lc *legacyClient) (*toolInfo, strin
 			}
 		}
 	}
-	ti.slow, ti.quick = r.plan.Tools.Slow, r.plan.Tools.Quick
+	ti.slow, ti.quick, ti.input = r.plan.Tools.Slow, r.plan.Tools.Quick, r.plan.Tools.Input
 	if ti.slow == nil && len(roTask) > 0 {
 		ti.slow = &Tool{Name: roTask[0]}
 	}
@@ -250,10 +251,13 @@ func (r *run) listTools(ctx context.Context, lc *legacyClient) (*toolInfo, strin
 	if ti.quick != nil {
 		r.rep.fact("sync tool", ti.quick.Name)
 	}
+	if ti.input != nil {
+		r.rep.fact("input tool", ti.input.Name)
+	}
 	if len(bad) > 0 {
 		return ti, "invalid execution.taskSupport: " + strings.Join(bad, ", "), false
 	}
-	for _, t := range []*Tool{ti.slow, ti.quick} {
+	for _, t := range []*Tool{ti.slow, ti.quick, ti.input} {
 		if t != nil && ti.support[t.Name] == "" {
 			return ti, fmt.Sprintf("the plan's tool %q is not in tools/list", t.Name), false
 		}

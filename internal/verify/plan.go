@@ -20,6 +20,10 @@ type Plan struct {
 		Slow *Tool `yaml:"slow"`
 		// Quick is a tool that answers at once (the sync path).
 		Quick *Tool `yaml:"quick"`
+		// Input is a tool whose task asks the client for input (input_required, an
+		// elicitation): the recovery gate cuts and restarts while it waits. verify
+		// declines every elicitation, so it never confirms what the tool asks.
+		Input *Tool `yaml:"input"`
 	} `yaml:"tools"`
 	// AcceptSessionScopedListing accepts a configuration without authentication: tasks
 	// (and tasks/list) are then scoped to each 2025-11-25 session, not to a principal.
@@ -62,7 +66,7 @@ func LoadPlan(path string) (*Plan, error) {
 	if err := dec.Decode(&p); err != nil {
 		return nil, fmt.Errorf("plan %s: %w", path, err)
 	}
-	for _, t := range []*Tool{p.Tools.Slow, p.Tools.Quick} {
+	for _, t := range []*Tool{p.Tools.Slow, p.Tools.Quick, p.Tools.Input} {
 		if t != nil && t.Name == "" {
 			return nil, fmt.Errorf("plan %s: a tool without a name", path)
 		}

@@ -19,7 +19,9 @@ func recoveryGate(ctx context.Context, r *run) {
 		r.check(ctx, g, name, func(context.Context) (Result, string) { return Skipped, noTaskTool })
 	}
 	if t == nil {
-		for _, n := range []string{"restart while working (2025-11-25)", "restart before tasks/result", "restart after cancel", "restart while working (2026-07-28)"} {
+		for _, n := range []string{"restart while working (2025-11-25)", "restart before tasks/result", "restart after cancel", "restart while working (2026-07-28)",
+			"cut before CreateTaskResult (2025-11-25)", "cut after CreateTaskResult (2025-11-25)", "cut between completion and tasks/result",
+			"cut after CreateTaskResult (2026-07-28)", "cut after cancel (2025-11-25)"} {
 			skip(n)
 		}
 	} else {
@@ -114,7 +116,9 @@ func recoveryGate(ctx context.Context, r *run) {
 			}
 			return r.sameEnd(string(d.Status), tr, "modern")
 		})
+		r.cutChecks(ctx, t)
 	}
+	r.inputChecks(ctx, r.tools.input)
 	r.check(ctx, g, "initial call never repeated", func(context.Context) (Result, string) {
 		r.mu.Lock()
 		sent := r.created

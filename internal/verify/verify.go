@@ -63,6 +63,14 @@ type Options struct {
 	Retention time.Duration
 	// Now is the clock of the report's date (default time.Now).
 	Now func() time.Time
+	// Forward says the 2025-11-25 face is the forward route, which keeps every task's
+	// record: a repeated request id gets the task it made, and a cancel of a cancelled
+	// task never reaches the upstream. False: the legacy pass-through, which forwards
+	// every request (the recovery gate then finds a cut call's task in tasks/list only).
+	Forward bool
+	// Front wraps the bridge's handler on the loopback server (nil: nothing in front).
+	// Tests put a faulty proxy there.
+	Front func(http.Handler) http.Handler
 }
 
 // run is one verify run: the loopback server, the current engine, the principals.
@@ -115,9 +123,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.eng.Load().ServeHTTP(w, req)
-	}), ReadHeaderTimeout: 10 * time.Second}
+	})
+	if o.Front != nil {
+		h = o.Front(h)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(ln) }()
 	defer func() {
