@@ -18,8 +18,10 @@ import (
 // TestVerifyTSLegacyServer (issue 19, acceptance 1, third part): taskbridge verify against
 // the TS SDK v1 legacy server (legacy-server.mjs: the reverse route for 2026-07-28 clients,
 // the legacy pass-through for 2025-11-25 clients) with a plan for its tools passes every
-// gate, the three 2025-11-25 recovery checks (a restart while working, before
-// tasks/result, after a cancel) included, and exits 0.
+// gate, the three 2025-11-25 restart checks (a restart while working, before
+// tasks/result, after a cancel) and the five transport cuts included, and exits 0. (Its
+// plan names no input tool: through the legacy pass-through a question whose stream was
+// cut is not delivered again, docs/verify.md.)
 func TestVerifyTSLegacyServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds taskbridge and runs verify")
@@ -55,7 +57,9 @@ func TestVerifyTSLegacyServer(t *testing.T) {
 	if err != nil || gjson.Get(rep, "verdict").Str != "pass" {
 		t.Fatalf("verify: %v, verdict %q\nstderr:\n%s", err, gjson.Get(rep, "verdict").Str, errb.String())
 	}
-	for _, check := range []string{"restart while working (2025-11-25)", "restart before tasks/result", "restart after cancel"} {
+	for _, check := range []string{"restart while working (2025-11-25)", "restart before tasks/result", "restart after cancel",
+		"cut before CreateTaskResult (2025-11-25)", "cut after CreateTaskResult (2025-11-25)", "cut between completion and tasks/result",
+		"cut after CreateTaskResult (2026-07-28)", "cut after cancel (2025-11-25)"} {
 		if r := gjson.Get(rep, `checks.#(check=="`+check+`").result`).Str; r != "pass" {
 			t.Errorf("recovery %q: %q, want pass", check, r)
 		}

@@ -290,10 +290,13 @@ func TestVerifyFaultyUpstreams(t *testing.T) {
 		{kind: "changes-terminal", want: "contract/task lifecycle 2026-07-28"},
 		{kind: "other-task", want: "contract/task lifecycle 2026-07-28"},
 		{kind: "ignores-cancel", want: "cancellation/cancel: operation outcome (2026-07-28)"},
-		// Only the transport-cut check sees this one: every other check sends each
-		// request once, so renumbered ids change nothing for them.
-		{kind: "renumbers-ids", want: "recovery/cut before CreateTaskResult (2025-11-25)", front: renumberIDs,
-			only: []string{"recovery/cut before CreateTaskResult (2025-11-25)", "recovery/initial call never repeated"}},
+		// Only the transport-cut and input checks see these two proxy faults: every other
+		// check sends each request once and reads each question once, so renumbered ids
+		// and dropped re-deliveries change nothing for them.
+		{kind: "renumbers-ids+forgets-questions", want: "recovery/cut before CreateTaskResult (2025-11-25)",
+			front: func(h http.Handler) http.Handler { return renumberIDs(forgetQuestions(h)) },
+			only: []string{"recovery/cut before CreateTaskResult (2025-11-25)", "recovery/initial call never repeated",
+				"recovery/cut during input_required (2025-11-25)", "recovery/input during restart (2025-11-25)"}},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			url := newFaulty(t, tc.kind)
@@ -315,11 +318,11 @@ func TestVerifyFaultyUpstreams(t *testing.T) {
 				t.Errorf("stdout:\n%s", out)
 			}
 			if tc.only != nil {
-				failed := strings.TrimPrefix(lineWith(errOut, "verify: failed: "), "taskbridge: verify: failed: ")
-				for _, f := range strings.Split(failed, ", ") {
-					if !slices.Contains(tc.only, f) {
-						t.Errorf("%s failed too; want only %v", f, tc.only)
-					}
+				failed := strings.Split(strings.TrimPrefix(lineWith(errOut, "verify: failed: "), "taskbridge: verify: failed: "), ", ")
+				slices.Sort(failed)
+				want := slices.Sorted(slices.Values(tc.only))
+				if !slices.Equal(failed, want) {
+					t.Errorf("failed %v, want exactly %v", failed, want)
 				}
 			}
 		})
@@ -356,4 +359,60 @@ func lineWith(s, sub string) string {
 		}
 	}
 	return ""
+}
+
+// forgetQuestions is a faulty proxy in front of the bridge: it passes each server→client
+// request of an SSE answer once and drops it from every later stream, as a proxy that
+// loses a question when the stream that carried it is cut.
+func forgetQuestions(next http.Handler) http.Handler {
+	var seen sync.Map
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&questionFilter{ResponseWriter: w, seen: &seen}, r)
+	})
+}
+
+type questionFilter struct {
+	http.ResponseWriter
+	seen *sync.Map
+	buf  []byte
+}
+
+func (f *questionFilter) Write(p []byte) (int, error) {
+	if !strings.HasPrefix(f.Header().Get("Content-Type"), "text/event-stream") {
+		return f.ResponseWriter.Write(p)
+	}
+	f.buf = append(f.buf, p...)
+	for {
+		i := bytes.Index(f.buf, []byte("\n\n"))
+		if i < 0 {
+			return len(p), nil
+		}
+		ev := f.buf[:i+2]
+		f.buf = f.buf[i+2:]
+		if !f.again(ev) {
+			if _, err := f.ResponseWriter.Write(ev); err != nil {
+				return 0, err
+			}
+		}
+	}
+}
+
+// again reports whether an SSE event is a server→client request passed before.
+func (f *questionFilter) again(ev []byte) bool {
+	for _, line := range bytes.Split(ev, []byte("\n")) {
+		if data, ok := bytes.CutPrefix(line, []byte("data: ")); ok {
+			m := gjson.ParseBytes(data)
+			if m.Get("method").Exists() && m.Get("id").Exists() {
+				_, seen := f.seen.LoadOrStore(m.Get("id").Raw, true)
+				return seen
+			}
+		}
+	}
+	return false
+}
+
+func (f *questionFilter) Flush() {
+	if fl, ok := f.ResponseWriter.(http.Flusher); ok {
+		fl.Flush()
+	}
 }

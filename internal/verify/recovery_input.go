@@ -15,6 +15,10 @@ import (
 // the task's other questions, before it is cut.
 const questionGrace = 300 * time.Millisecond
 
+// redeliverWait bounds the wait for the questions to come again after a cut or a
+// restart: a bridge that kept them sends them as soon as tasks/result is asked again.
+const redeliverWait = 5 * time.Second
+
 // maxQuestions bounds the questions one input task may ask verify.
 const maxQuestions = 8
 
@@ -57,6 +61,13 @@ func (r *run) inputAcross(ctx context.Context, t Tool, what string, between func
 	}
 	tr := &trail{}
 	tr.add(st)
+	defer func() { // a task left waiting for input (a failed check) is cancelled
+		if len(tr.seen) == 0 || !terminal(tr.seen[len(tr.seen)-1]) {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_, _ = c.call(cctx, "tasks/cancel", map[string]any{"taskId": id})
+		}
+	}()
 	first, res, err := c.questions(ctx, id)
 	if len(first) == 0 {
 		return Fail, fmt.Sprintf("%s's task ended without asking for input: %v %s", t.Name, err, res.errText())
@@ -69,9 +80,11 @@ func (r *run) inputAcross(ctx context.Context, t Tool, what string, between func
 	if err := between(ctx); err != nil {
 		return Fail, err.Error()
 	}
-	again, _, err := c.questions(ctx, id)
+	wctx, cancel := context.WithTimeout(ctx, redeliverWait)
+	again, _, err := c.questions(wctx, id)
+	cancel()
 	if len(again) == 0 {
-		return Fail, fmt.Sprintf("after the %s the question was not delivered again (%v)", what, err)
+		return Fail, fmt.Sprintf("after the %s the question was not delivered again within %s on tasks/result (%v)", what, redeliverWait, err)
 	}
 	for _, q := range first {
 		if !hasQuestion(again, q.id) {
