@@ -70,7 +70,7 @@ func (r *run) inputAcross(ctx context.Context, t Tool, what string, between func
 	}()
 	first, res, err := c.questions(ctx, id)
 	if len(first) == 0 {
-		return Fail, fmt.Sprintf("%s's task ended without asking for input: %v %s", t.Name, err, res.errText())
+		return Fail, fmt.Sprintf("%s's task ended without asking for input on tasks/result (an input tool asks as a task, input_required; verify refuses a question before the task exists): %v %s", t.Name, err, res.errText())
 	}
 	if st, _, _ := c.status(ctx, id); st != "input_required" {
 		return Fail, fmt.Sprintf("a question is pending, but tasks/get says %q", st)
