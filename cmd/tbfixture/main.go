@@ -1,7 +1,7 @@
 // Command tbfixture serves taskbridge's SEP-2663 fixture server (internal/fixture) over HTTP
 // for tests in other processes.
 //
-//	go run ./cmd/tbfixture -addr 127.0.0.1:0 [-no-tasks] [-scale 0.1]
+//	go run ./cmd/tbfixture -addr 127.0.0.1:0 [-no-tasks] [-scale 0.1] [-conformance]
 //	go run ./cmd/tbfixture -stdio [-no-tasks] [-scale 0.1]
 //
 // The first stdout line is "listening http://HOST:PORT/mcp". The MCP endpoint is /mcp and
@@ -44,10 +44,12 @@ func run() error {
 	listen := flag.Bool("listen", false, "serve subscriptions/listen with notifications.taskIds (notifications/tasks)")
 	logging := flag.Bool("logging", false, "advertise logging and add log_note (a notifications/message on its reply when the request's logLevel allows info)")
 	listChanged := flag.Bool("list-changed", false, "add add_tool, bump_resource and fixture://counter, advertise listChanged/subscribe and serve them on subscriptions/listen (implies -listen)")
+	conf := flag.Bool("conformance", false, "add the tools, prompts and resources the conformance suite's 2026-07-28 server scenarios call")
 	flag.Parse()
 
 	srv := fixture.New(fixture.Options{Name: *name, NoTasksExtension: *noTasks, Scale: *scale,
-		TaskTTLMs: *ttl, PollIntervalMs: *poll, Listen: *listen, ListChanged: *listChanged, Logging: *logging})
+		TaskTTLMs: *ttl, PollIntervalMs: *poll, Listen: *listen, ListChanged: *listChanged, Logging: *logging,
+		Conformance: *conf})
 	defer srv.Close()
 	if *stdio {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
