@@ -40,13 +40,18 @@ var ErrUpstreamUnreachable = errors.New("upstream not reachable")
 //	  without 2026-07-28 (fallback.DiscoverMeansLegacy)
 //	no answer at all                                     → unreachable: an error
 //
+// A -32022 listing 2026-07-28 itself gets one more discover first (retryable).
+//
 // Then initialize (2025-11-25) when it may find something: no modern face, a modern face
 // without the tasks extension, or a discover listing a 2025 revision too (a dual-era
-// server). An answer is the legacy face (tools/list on it; the session is closed after);
+// server); never when the server listed its versions and none is a 2025 revision. An answer is the legacy face (tools/list on it; the session is closed after);
 // a refusal means none. The error wraps ErrUpstreamUnreachable when no face answered.
 func Probe(ctx context.Context, c ProbeClients) (fallback.Shape, error) {
 	var s fallback.Shape
 	d, derr := c.Modern.Discover(ctx)
+	if retryable(derr) {
+		d, derr = c.Modern.Discover(ctx)
+	}
 	switch {
 	case derr == nil && fallback.DiscoverResultIsModern(d):
 		m := fallback.FromDiscover(d)
@@ -81,12 +86,36 @@ func Probe(ctx context.Context, c ProbeClients) (fallback.Shape, error) {
 	return s, nil
 }
 
-// legacyUseful: initialize can tell something (see Probe).
+// legacyUseful: initialize can tell something (see Probe). Never when the server listed
+// its versions (in the discover result or a -32022) and none is a 2025 revision: it said
+// it speaks 2026-07-28 only, and an initialize would be a request it does not take (a
+// 2026-07-28 client sends MCP-Protocol-Version and _meta on every POST; conformance
+// scenario request-metadata).
 func legacyUseful(m *fallback.UpstreamManifest, d *sep2663.DiscoverResult) bool {
-	if m == nil || !m.Tasks {
+	if m == nil {
 		return true
 	}
-	return d != nil && slices.ContainsFunc(d.SupportedVersions, func(v string) bool { return slices.Contains(legacy.SupportedVersions, v) })
+	versions := m.SupportedVersions
+	if d != nil {
+		versions = d.SupportedVersions
+	}
+	hasLegacy := slices.ContainsFunc(versions, func(v string) bool { return slices.Contains(legacy.SupportedVersions, v) })
+	if len(versions) > 0 && !hasLegacy {
+		return false
+	}
+	return !m.Tasks || hasLegacy
+}
+
+// retryable: discover was refused with -32022 although data.supported lists the version
+// it was sent with (2026-07-28), as a server mid-upgrade or behind a mixed load balancer
+// may answer. The probe asks once more, with that supported version, before it settles
+// for "capabilities unknown".
+func retryable(err error) bool {
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || je.Code != jsonrpc.CodeUnsupportedVersion {
+		return false
+	}
+	return slices.Contains(supportedOf(je), sep2663.ProtocolVersion)
 }
 
 // probeLegacy opens a 2025-11-25 session, reads its manifest and tools, and closes it.
