@@ -80,3 +80,53 @@ func TestServeAndSIGTERM(t *testing.T) {
 		t.Fatal("tbfixture did not exit on SIGTERM")
 	}
 }
+
+// TestConformanceFlag: -conformance serves the conformance suite's surface (discover
+// declares prompts, resources and completions; without the flag it does not).
+func TestConformanceFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args string
+		want bool
+	}{{"-addr 127.0.0.1:0 -conformance", true}, {"-addr 127.0.0.1:0", false}} {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "TBFIXTURE_MAIN=1", "TBFIXTURE_ARGS="+tc.args)
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err != nil {
+			cmd.Process.Kill()
+			t.Fatal(err)
+		}
+		url := strings.TrimPrefix(strings.TrimSpace(line), "listening ")
+		body := `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "server/discover")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cmd.Process.Kill()
+			t.Fatal(err)
+		}
+		var d struct {
+			Result struct {
+				Capabilities map[string]json.RawMessage `json:"capabilities"`
+			} `json:"result"`
+		}
+		json.NewDecoder(resp.Body).Decode(&d)
+		resp.Body.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+		for _, c := range []string{"prompts", "resources", "completions"} {
+			if _, ok := d.Result.Capabilities[c]; ok != tc.want {
+				t.Errorf("%s: capability %s declared %v, want %v", tc.args, c, ok, tc.want)
+			}
+		}
+	}
+}
