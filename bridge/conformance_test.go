@@ -20,7 +20,8 @@ var passThroughExpectedFailures = map[string]string{}
 // http-header-validation, every input-required-result-*, ...) against the fixture
 // directly and through the bridge's forward route, where a 2026-07-28 client in front of
 // a 2026-07-28 upstream is served by the modern pass-through (bridge/passthrough/modern.go):
-// the pass-through must be transparent, so both columns pass the same scenarios.
+// the pass-through must be transparent, so both columns pass the same scenarios. The nine
+// tasks-* scenarios run through the pass-through too.
 func TestConformance2026Server(t *testing.T) {
 	for sc := range passThroughExpectedFailures {
 		if strings.HasPrefix(sc, "input-required-result-") || sc == "server-stateless" || sc == "http-header-validation" {
@@ -28,15 +29,21 @@ func TestConformance2026Server(t *testing.T) {
 		}
 	}
 	e := newEnv(t, func(_ *envConfig, o *fixture.Options) { o.Conformance = true })
-	for _, target := range []struct{ name, url string }{
-		{"fixture", e.upURL},
-		{"passthrough", e.url},
+	for _, target := range []struct {
+		name, url, version string
+		scenarios          []string
+	}{
+		{"fixture", e.upURL, "2026-07-28", testenv.ServerScenarios2026},
+		{"passthrough", e.url, "2026-07-28", testenv.ServerScenarios2026},
+		// The SEP-2663 extension scenarios (at the CLI's default version), which the
+		// fixture's own TestConformance runs directly.
+		{"passthrough-tasks", e.url, "", testenv.TasksScenarios},
 	} {
 		t.Run(target.name, func(t *testing.T) {
 			testenv.RunConformanceWith(t, target.url, testenv.Conformance{
-				SpecVersion:      "2026-07-28",
+				SpecVersion:      target.version,
 				ExpectedFailures: passThroughExpectedFailures,
-			}, testenv.ServerScenarios2026)
+			}, target.scenarios)
 		})
 	}
 }
