@@ -209,6 +209,7 @@ export function createServer() {
             capabilities: {
                 tools: { listChanged: true },
                 resources: { subscribe: true, listChanged: true },
+                logging: {},
                 tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } }
             },
             taskStore,
@@ -229,6 +230,25 @@ export function createServer() {
         async ({ name }) => {
             count('greet');
             return { content: [{ type: 'text', text: `Hello, ${name}!` }] };
+        }
+    );
+
+    // Logs at debug, info, warning and error on the call's own stream (after delayMs), each
+    // only when the session's logging/setLevel lets it through, as a server honouring the
+    // level does; the result names the levels it sent.
+    server.registerTool(
+        'log_levels',
+        { description: 'Sends notifications/message at debug, info, warning and error (session level honoured)', inputSchema: { delayMs: z.number().optional() } },
+        async ({ delayMs }, extra) => {
+            count('log_levels');
+            if (delayMs) await new Promise((r) => setTimeout(r, delayMs));
+            const sent = [];
+            for (const level of ['debug', 'info', 'warning', 'error']) {
+                if (server.server.isMessageIgnored(level, extra.sessionId)) continue;
+                await extra.sendNotification({ method: 'notifications/message', params: { level, logger: 'fixture', data: `a ${level} message` } });
+                sent.push(level);
+            }
+            return { content: [{ type: 'text', text: `sent: ${sent.join(',')}` }] };
         }
     );
 

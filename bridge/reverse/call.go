@@ -157,7 +157,7 @@ func (r *Reverse) startCall(req *sep2663.Request, owner, tool string, params jso
 		if hc.asTask {
 			defer r.creatingStarted(owner)() // until the task is registered (getstream.go)
 		}
-		res, sess, err := r.pool.Call(cctx, owner, hc.method, params, legacy.CallOptions{OnRequest: hc.box.handler(), OnNotify: hc.relay})
+		res, sess, err := r.pool.Call(cctx, owner, hc.method, params, legacy.CallOptions{OnRequest: hc.box.handler(), OnNotify: r.callNotify(hc)})
 		release()
 		hc.res, hc.err = res, err
 		if hc.asTask {

@@ -113,6 +113,7 @@ type Reverse struct {
 	upSessions map[string]*legacy.UpstreamSession // Mcp-Session-Id → handle (opened or adopted)
 	creating   map[string]creations               // owner → task-creating tools/calls in flight (getstream.go)
 	listens    listens                            // open subscriptions/listen (listen.go; its own lock)
+	logs       logRelay                           // log levels and the streams that take logs (logs.go; its own lock)
 	closed     bool
 
 	ctx    context.Context
@@ -308,6 +309,11 @@ func (r *Reverse) toolMode(ctx context.Context, name string) (string, *upstreamI
 // carries the upstream server's identity in _meta serverInfo (2026-07-28: results SHOULD;
 // issue 16 item 16).
 func (r *Reverse) Serve(ctx context.Context, req *sep2663.Request) (json.RawMessage, error) {
+	done, err := r.logScope(ctx, req) // logs.go: the request's logLevel
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	res, err := r.serve(ctx, req)
 	if err != nil || req.Method == sep2663.MethodDiscover {
 		return res, err // discover sets serverInfo itself
@@ -367,6 +373,7 @@ func (r *Reverse) discover(ctx context.Context) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
+	caps.Logging = loggingCap(in) // logs.go relays logLevel requests' messages
 	info, _ := json.Marshal(sep2663.Implementation{Name: in.init.ServerInfo.Name, Version: in.init.ServerInfo.Version, Title: in.init.ServerInfo.Title})
 	return json.Marshal(sep2663.DiscoverResult{
 		ResultType:        sep2663.ResultComplete,
@@ -394,7 +401,7 @@ func (r *Reverse) forwardModern(ctx context.Context, req *sep2663.Request) (json
 	defer release()
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.CreateTimeout)
 	defer cancel()
-	res, _, err := r.pool.Call(ctx, r.owner(req), req.Method, params, legacy.CallOptions{})
+	res, _, err := r.pool.Call(ctx, r.owner(req), req.Method, params, legacy.CallOptions{OnNotify: r.logNotify(req.Stream())})
 	if err != nil {
 		return nil, errmap.FromLegacy(err)
 	}
