@@ -40,7 +40,8 @@ func ServerCapsToModern(raw json.RawMessage, tasks bool) (sep2663.ServerCapabili
 
 // ServerCapsToModernRelayed is ServerCapsToModern for a route that serves
 // subscriptions/listen from the upstream session's GET stream: listChanged and subscribe are
-// kept as the upstream wrote them (logging is still removed).
+// kept as the upstream wrote them (logging is still removed: the route adds it back when it
+// relays log messages, bridge/reverse/logs.go).
 func ServerCapsToModernRelayed(raw json.RawMessage, tasks bool) (sep2663.ServerCapabilities, error) {
 	c, err := ServerCapsToModern(raw, tasks)
 	if err != nil {

@@ -26,11 +26,15 @@
 //	tasks/cancel             → upstream tasks/cancel, empty ack
 //	subscriptions/listen     → the caller's upstream session's GET-stream notifications
 //	                           (list changed; resources/updated after a legacy
-//	                           resources/subscribe), stamped with the subscriptionId
+//	                           resources/subscribe), stamped with the subscriptionId;
+//	                           notifications/tasks for the caller's own taskIds
+//	_meta logLevel           → logging/setLevel on the pooled session (most verbose
+//	                           request in flight); the request's own notifications/message
+//	                           at its level and above on its SSE reply
 //
 // Files: reverse.go (the engine, discover, dispatch, forwarding), call.go (tools/call and
 // MRTR), records.go (the task records), held.go (held tasks/result, input requests, resume
 // and purge), tasks.go (tasks/*), input.go (the input box of a held MRTR call), ops.go
 // (drain and readiness), getstream.go (the upstream sessions' GET streams), listen.go
-// (subscriptions/listen).
+// (subscriptions/listen), listen_tasks.go (its notifications/tasks), logs.go (log messages).
 package reverse

@@ -10,9 +10,9 @@ package reverse
 //     promptsListChanged / resourcesListChanged when that capability has listChanged,
 //     resourceSubscriptions when resources.subscribe (each URI is subscribed upstream, in the
 //     caller's pooled session, with a legacy resources/subscribe the upstream accepted).
-//     taskIds is not honoured (this route sends no notifications/tasks; a caller without the
-//     tasks extension asking for it gets -32021). The acknowledgement, the first message of
-//     the stream, carries exactly the honoured subset.
+//     taskIds is honoured for the caller's own tasks (listen_tasks.go: notifications/tasks;
+//     a caller without the tasks extension asking for it gets -32021). The acknowledgement,
+//     the first message of the stream, carries exactly the honoured subset.
 //   - Every notification on the stream carries _meta subscriptionId = the listen's JSON-RPC
 //     id; only the requested types are sent, and only from the caller's own upstream session
 //     (sessions are per principal), so one caller never hears of another's session.
@@ -27,6 +27,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -52,6 +53,8 @@ type listener struct {
 	prompts   bool
 	resources bool
 	uris      map[string]bool
+	tasks     map[string]bool // the caller's own task ids watched (listen_tasks.go); nil: none asked; never changed after creation
+	wake      chan struct{}   // a watched task's record was written (taskChanged)
 	ch        chan *jsonrpc.Message
 	cancel    context.CancelCauseFunc // ends the listen; errListenCancelled on notifications/cancelled
 }
@@ -64,7 +67,7 @@ type listens struct {
 	uris    map[string]map[string]int // owner → URI → listens covering it
 }
 
-// listenFilter is the core filter of a listen request (taskIds is checked, never honoured).
+// listenFilter is the core filter of a listen request and the Tasks extension's taskIds.
 type listenFilter struct {
 	ToolsListChanged      bool            `json:"toolsListChanged"`
 	PromptsListChanged    bool            `json:"promptsListChanged"`
@@ -97,8 +100,22 @@ func (r *Reverse) listen(ctx context.Context, req *sep2663.Request) (json.RawMes
 	if !req.Stream().Send(l.ack()) {
 		return nil, jsonrpc.ErrInvalidRequest.Wrapf("subscriptions/listen is answered with an SSE stream: the request's Accept must list text/event-stream")
 	}
+	watch := newTaskWatch(l) // listen_tasks.go: the tasks' current state first, then each change
+	if !r.sendTaskStates(ctx, l, watch, req.Stream()) {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "listen stream lost")
+	}
+	sample := time.NewTicker(taskListenSample)
+	defer sample.Stop()
 	for {
 		select {
+		case <-l.wake:
+			if !r.sendTaskStates(ctx, l, watch, req.Stream()) {
+				return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "listen stream lost")
+			}
+		case <-sample.C: // a change another replica recorded
+			if len(watch) > 0 && !r.sendTaskStates(ctx, l, watch, req.Stream()) {
+				return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "listen stream lost")
+			}
 		case <-r.ctx.Done(): // the route closes: a clean close
 			return l.closeResult(), nil
 		case <-ctx.Done():
@@ -146,7 +163,12 @@ func (r *Reverse) newListener(ctx context.Context, req *sep2663.Request) (*liste
 		return nil, err
 	}
 	caps := in.init.Capabilities
+	tasks, err := r.ownTasks(ctx, r.owner(req), f.TaskIDs) // listen_tasks.go
+	if err != nil {
+		return nil, err
+	}
 	l := &listener{owner: r.owner(req), id: req.ID.Raw(), ch: make(chan *jsonrpc.Message, listenQueue),
+		tasks: tasks, wake: make(chan struct{}, 1),
 		tools:     f.ToolsListChanged && capFlag(caps, "tools.listChanged"),
 		prompts:   f.PromptsListChanged && capFlag(caps, "prompts.listChanged"),
 		resources: f.ResourcesListChanged && capFlag(caps, "resources.listChanged"),
@@ -187,6 +209,9 @@ func (l *listener) ack() *jsonrpc.Message {
 		}
 		b, _ := json.Marshal(list)
 		covered = covered.Set("resourceSubscriptions", b)
+	}
+	if l.tasks != nil {
+		covered = covered.Set("taskIds", l.taskIDList())
 	}
 	params := jsonobj.Object{}.SetMeta(sep2663.MetaSubscriptionID, json.RawMessage(l.id)).Set("notifications", covered.Encode())
 	return &jsonrpc.Message{JSONRPC: jsonrpc.Version, Method: sep2663.NotificationAck, Params: params.Encode()}

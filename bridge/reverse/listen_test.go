@@ -83,8 +83,8 @@ func callTool(t *testing.T, c *sep2663.Client, name, args string) {
 }
 
 // TestReverseListen (issue 16 item 8, reverse route): a 2026-07-28 client's
-// subscriptions/listen is acknowledged first with the honoured subset of its filter (no
-// taskIds: this route sends no notifications/tasks), then gets, with its subscriptionId, the legacy upstream's
+// subscriptions/listen is acknowledged first with the honoured subset of its filter (an
+// unknown task id left out), then gets, with its subscriptionId, the legacy upstream's
 // notifications/tools/list_changed and, after the bridge's legacy resources/subscribe,
 // notifications/resources/updated; nothing it did not ask for (resources/list_changed), and
 // notifications/cancelled ends the stream with the clean-close result.
@@ -105,8 +105,8 @@ func TestReverseListen(t *testing.T) {
 	if !ok || ack.Get("method").Str != sep2663.NotificationAck {
 		t.Fatalf("first message %s, want the acknowledgement", ack.Raw)
 	}
-	if got := ack.Get("params.notifications").Raw; got != `{"toolsListChanged":true,"resourceSubscriptions":["fixture://counter"]}` {
-		t.Errorf("acknowledged %s, want tools and the counter only (this route sends no notifications/tasks)", got)
+	if got := ack.Get("params.notifications").Raw; got != `{"toolsListChanged":true,"resourceSubscriptions":["fixture://counter"],"taskIds":[]}` {
+		t.Errorf("acknowledged %s, want tools, the counter and no task (an unknown id is left out)", got)
 	}
 	if id := ack.Get(`params._meta.io\.modelcontextprotocol/subscriptionId`).Str; id != "listen-1" {
 		t.Errorf("ack subscriptionId %q", id)

@@ -93,6 +93,7 @@ func (r *Reverse) update(ctx context.Context, id string, fn func(*record.Task) b
 		r.capResult(rec)
 		err = r.st.UpdateTask(ctx, rec)
 		if err == nil {
+			r.taskChanged(rec) // listen_tasks.go: the listens watching it
 			return rec, nil
 		}
 		if !errors.Is(err, store.ErrConflict) {
