@@ -235,12 +235,17 @@ export function createServer() {
 
     // Logs at debug, info, warning and error on the call's own stream (after delayMs), each
     // only when the session's logging/setLevel lets it through, as a server honouring the
-    // level does; the result names the levels it sent.
+    // level does; the result names the levels it sent. sessionWide first sends an error
+    // message related to no request (the SDK puts it on the session's GET stream).
     server.registerTool(
         'log_levels',
-        { description: 'Sends notifications/message at debug, info, warning and error (session level honoured)', inputSchema: { delayMs: z.number().optional() } },
-        async ({ delayMs }, extra) => {
+        { description: 'Sends notifications/message at debug, info, warning and error (session level honoured)', inputSchema: { delayMs: z.number().optional(), sessionWide: z.boolean().optional() } },
+        async ({ delayMs, sessionWide }, extra) => {
             count('log_levels');
+            if (sessionWide) {
+                await server.server.sendLoggingMessage({ level: 'error', logger: 'fixture', data: 'a session-wide message' }, extra.sessionId);
+                await new Promise((r) => setTimeout(r, 200));
+            }
             if (delayMs) await new Promise((r) => setTimeout(r, delayMs));
             const sent = [];
             for (const level of ['debug', 'info', 'warning', 'error']) {

@@ -95,9 +95,6 @@ func loggingCap(in *upstreamInfo) json.RawMessage {
 	return nil
 }
 
-// poolKey is the key of the pooled upstream session a request is forwarded over.
-func (r *Reverse) poolKey(req *sep2663.Request) string { return r.owner(req) }
-
 // logScope is called for every modern request before it is served: a request with a
 // logLevel gets its reply stream registered for log messages at that level, and its
 // upstream session's level lowered to it when needed. The returned func ends the scope.

@@ -24,13 +24,15 @@ type logCall struct {
 }
 
 // callLogLevels calls the fixture's log_levels tool with _meta logLevel level ("" for none).
-func callLogLevels(ctx context.Context, t *testing.T, url, id, level string, delayMs int) logCall {
+// sessionWide has the upstream also send a log message related to no request, on its GET
+// stream, before the call's own.
+func callLogLevels(ctx context.Context, t *testing.T, url, id, level string, delayMs int, sessionWide bool) logCall {
 	t.Helper()
 	meta := `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}`
 	if level != "" {
 		meta += `,"io.modelcontextprotocol/logLevel":"` + level + `"`
 	}
-	args, _ := json.Marshal(map[string]int{"delayMs": delayMs})
+	args, _ := json.Marshal(map[string]any{"delayMs": delayMs, "sessionWide": sessionWide})
 	resp := modernPost(ctx, t, url, "tools/call", "log_levels",
 		`{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"_meta":{`+meta+`},"name":"log_levels","arguments":`+string(args)+`}}`)
 	defer resp.Body.Close()
@@ -40,7 +42,9 @@ func callLogLevels(ctx context.Context, t *testing.T, url, id, level string, del
 		switch {
 		case m.Get("method").Str == "notifications/message":
 			out.levels = append(out.levels, m.Get("params.level").Str)
-			if m.Get("params.logger").Str != "fixture" || m.Get("params.data").Str != "a "+m.Get("params.level").Str+" message" {
+			if m.Get("params.data").Str == "a session-wide message" {
+				t.Errorf("request %s got the upstream's GET-stream log message, which belongs to no request", id)
+			} else if m.Get("params.logger").Str != "fixture" || m.Get("params.data").Str != "a "+m.Get("params.level").Str+" message" {
 				t.Errorf("log message changed on the way: %s", data)
 			}
 		case m.Get("id").Exists():
@@ -84,7 +88,7 @@ func TestReverseLogLevelPerRequest(t *testing.T) {
 		{"debug", "debug,info,warning,error", "sent: debug,info,warning,error"},
 		{"error", "error", "sent: error"},
 	} {
-		got := callLogLevels(ctx, t, url, `"l-`+c.level+`"`, c.level, 0)
+		got := callLogLevels(ctx, t, url, `"l-`+c.level+`"`, c.level, 0, false)
 		if strings.Join(got.levels, ",") != c.levels {
 			t.Errorf("logLevel %q: got messages %v, want %q", c.level, got.levels, c.levels)
 		}
@@ -105,7 +109,8 @@ func TestReverseLogLevelPerRequest(t *testing.T) {
 // TestReverseLogLevelsConcurrent: three requests in flight at once on one pooled upstream
 // session, at debug, at error and without logLevel: the session is set to the most verbose
 // (debug: the server sends all four levels to each) and each reply gets only its own level
-// and above; the one without logLevel gets none.
+// and above; the one without logLevel gets none. The session-wide message each call makes
+// the upstream send on its GET stream reaches none of them.
 func TestReverseLogLevelsConcurrent(t *testing.T) {
 	_, url := newReverse(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -118,7 +123,7 @@ func TestReverseLogLevelsConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got[i] = callLogLevels(ctx, t, url, `"c-`+lvl+`"`, lvl, 1500)
+			got[i] = callLogLevels(ctx, t, url, `"c-`+lvl+`"`, lvl, 1500, true)
 		}()
 	}
 	wg.Wait()

@@ -234,6 +234,9 @@ var anonymousPool = sessions.AnonymousModern
 // session (sessions.ModernOwner).
 func (r *Reverse) owner(req *sep2663.Request) string { return sessions.ModernOwner(req.Principal) }
 
+// poolKey is the key of the pooled upstream session a modern request runs in (its owner).
+func (r *Reverse) poolKey(req *sep2663.Request) string { return r.owner(req) }
+
 // upstream returns the cached upstream info, refreshing it after InfoTTL.
 func (r *Reverse) upstream(ctx context.Context) (*upstreamInfo, error) {
 	if in := r.info.Load(); in != nil && r.cfg.Now().Sub(in.fetchedAt) < r.cfg.InfoTTL {
