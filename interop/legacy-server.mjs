@@ -9,7 +9,9 @@
 //   node legacy-server.mjs [--port N] [--host 127.0.0.1]
 //
 // First stdout line: `listening http://127.0.0.1:PORT/mcp`. Everything else goes to stderr.
-// GET /stats -> {"greet":1,"slow_compute":2,...} (executions per tool); DELETE /stats resets.
+// GET /stats -> {"greet":1,"slow_compute":2,...} (executions per tool, and "responses": the
+// JSON-RPC responses clients POSTed, i.e. answers to the server's questions, counted as they
+// arrive, duplicates included); DELETE /stats resets.
 // GET /healthz -> "ok".
 import http from 'node:http';
 import { randomUUID } from 'node:crypto';
@@ -66,6 +68,11 @@ const httpServer = http.createServer(async (req, res) => {
                 body = JSON.parse(raw);
             } catch {
                 return jsonError(res, 400, -32700, 'Parse error');
+            }
+            for (const m of Array.isArray(body) ? body : [body]) {
+                if (m && m.id !== undefined && m.method === undefined && ('result' in m || 'error' in m)) {
+                    stats.responses = (stats.responses ?? 0) + 1;
+                }
             }
             if (sid) {
                 const t = transports.get(sid);

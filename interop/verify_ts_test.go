@@ -19,9 +19,9 @@ import (
 // the TS SDK v1 legacy server (legacy-server.mjs: the reverse route for 2026-07-28 clients,
 // the legacy pass-through for 2025-11-25 clients) with a plan for its tools passes every
 // gate, the three 2025-11-25 restart checks (a restart while working, before
-// tasks/result, after a cancel) and the five transport cuts included, and exits 0. (Its
-// plan names no input tool: through the legacy pass-through a question whose stream was
-// cut is not delivered again, docs/verify.md.)
+// tasks/result, after a cancel), the five transport cuts and the two input checks (the
+// plan's input tool is multi_input: two questions on tasks/result, cut and restarted while
+// pending, re-delivered by the legacy pass-through with the same ids) included, and exits 0.
 func TestVerifyTSLegacyServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds taskbridge and runs verify")
@@ -37,7 +37,7 @@ func TestVerifyTSLegacyServer(t *testing.T) {
 		return p
 	}
 	plan := write("plan.yaml", "tools:\n  slow: {name: slow_compute, arguments: {seconds: 2, label: verify}}\n"+
-		"  quick: {name: greet, arguments: {name: verify}}\nload: {concurrent: 4, pollers: 3}\nstep_timeout: 30s\n")
+		"  quick: {name: greet, arguments: {name: verify}}\n  input: {name: multi_input}\nload: {concurrent: 4, pollers: 3}\nstep_timeout: 30s\n")
 	cfg := write("tb.yaml", "max_concurrent_tasks: 4\nauth:\n  api_keys:\n    - {key: \"verify-ts-key-0123456789\", principal: alice}\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -59,7 +59,8 @@ func TestVerifyTSLegacyServer(t *testing.T) {
 	}
 	for _, check := range []string{"restart while working (2025-11-25)", "restart before tasks/result", "restart after cancel",
 		"cut before CreateTaskResult (2025-11-25)", "cut after CreateTaskResult (2025-11-25)", "cut between completion and tasks/result",
-		"cut after CreateTaskResult (2026-07-28)", "cut after cancel (2025-11-25)"} {
+		"cut after CreateTaskResult (2026-07-28)", "cut after cancel (2025-11-25)",
+		"cut during input_required (2025-11-25)", "input during restart (2025-11-25)"} {
 		if r := gjson.Get(rep, `checks.#(check=="`+check+`").result`).Str; r != "pass" {
 			t.Errorf("recovery %q: %q, want pass", check, r)
 		}

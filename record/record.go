@@ -57,6 +57,12 @@ const (
 	// binds the task to its owner and counts it while unfinished (the task's state is the
 	// upstream's; Status is the last one the bridge saw pass).
 	ModePassThrough Mode = "passthrough"
+	// ModeLegacyPassThrough holds the questions (input requests) a 2025-11-25 upstream
+	// asked about a task of the legacy pass-through until they are answered upstream: its
+	// ID is LegacyPassThroughID(client session, upstream task id), its inputs are the
+	// questions, and Status is input_required while one is unanswered (the task itself is
+	// the upstream's; bridge/passthrough/legacyinput.go).
+	ModeLegacyPassThrough Mode = "legacy-passthrough"
 )
 
 // Task is one task record. Times are stored with millisecond precision, in UTC.
@@ -105,6 +111,14 @@ type Task struct {
 func PassThroughID(origin, upstreamTaskID string) string {
 	sum := sha256.Sum256([]byte(origin + "\x00" + upstreamTaskID))
 	return "pt-" + hex.EncodeToString(sum[:])
+}
+
+// LegacyPassThroughID is the record id of the legacy pass-through's question holder for the
+// upstream task upstreamTaskID of client session sessionID (a 2025-11-25 task lives in its
+// session, so the pair names it).
+func LegacyPassThroughID(sessionID, upstreamTaskID string) string {
+	sum := sha256.Sum256([]byte(sessionID + "\x00" + upstreamTaskID))
+	return "lpt-" + hex.EncodeToString(sum[:])
 }
 
 // ExpiresAt returns when the task's ttl runs out, and false for an unlimited ttl.

@@ -33,9 +33,12 @@ import (
 // stream (clients open it right after initialize).
 const clientStreamWait = 5 * time.Second
 
-// holdGetStream holds s's GET stream open for client session sessID until the route closes
-// or the session is gone.
-func (p *Legacy) holdGetStream(sessID string, s *legacy.UpstreamSession) {
+// holdGetStream holds s's GET stream open for client session sess until the route closes
+// or the session is gone. A question about a task arriving there is stored (legacyinput.go)
+// and pushed on the client's GET stream; after a cut it comes again on the task's next
+// tasks/result.
+func (p *Legacy) holdGetStream(sess *legacy.Session, s *legacy.UpstreamSession) {
+	sessID := sess.ID
 	if s.Shared() {
 		return
 	}
@@ -43,7 +46,8 @@ func (p *Legacy) holdGetStream(sessID string, s *legacy.UpstreamSession) {
 	go func() {
 		defer p.wg.Done()
 		err := s.Listen(p.ctx, legacy.ListenOptions{
-			OnRequest: p.relayToGetStream(sessID),
+			OnRequest: p.keepQuestions(sess, s, func(m *jsonrpc.Message) bool { return p.pushWhenOpen(p.ctx, sessID, m) },
+				p.relayToGetStream(sessID)),
 			OnNotify: func(m *jsonrpc.Message) {
 				if !strings.HasPrefix(m.Method, "notifications/tasks/") {
 					p.face.Push(sessID, m)

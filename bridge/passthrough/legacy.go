@@ -170,7 +170,7 @@ func (p *Legacy) upstream(ctx context.Context, sess *legacy.Session) (*legacy.Up
 			if sess.Upstream != "" {
 				ps.s, ps.adopted = p.up.Adopt(sess.Upstream, sess.ProtocolVersion), true
 				close(ps.ready)
-				p.holdGetStream(sess.ID, ps.s)
+				p.holdGetStream(sess, ps.s)
 				return ps.s, nil
 			}
 			var info legacy.Implementation
@@ -182,7 +182,7 @@ func (p *Legacy) upstream(ctx context.Context, sess *legacy.Session) (*legacy.Up
 			if ps.err != nil {
 				p.forget(sess.ID, ps)
 			} else {
-				p.holdGetStream(sess.ID, ps.s) // getstream.go
+				p.holdGetStream(sess, ps.s) // getstream.go
 			}
 			return ps.s, ps.err
 		}
@@ -258,8 +258,9 @@ func (p *Legacy) Serve(ctx context.Context, sess *legacy.Session, req *jsonrpc.M
 		if req.Method == "tasks/list" && !upstreamLists(s) && upstreamRunsTasks(initRaw(s)) {
 			return p.listTasks(ctx, sess.ID, s, req.Params)
 		}
+		p.redeliver(ctx, sess, s, req, out) // legacyinput.go: a question whose stream was cut
 		res, err := s.Call(ctx, req.Method, req.Params, legacy.CallOptions{
-			OnRequest: p.relayRequest(out),
+			OnRequest: p.keepQuestions(sess, s, func(m *jsonrpc.Message) bool { return out.Send(m) == nil }, p.relayRequest(out)),
 			OnNotify: func(m *jsonrpc.Message) {
 				p.observeStatus(sess.ID, m)
 				p.countStatus(sess.ID, m)
@@ -350,7 +351,9 @@ func (p *Legacy) Respond(ctx context.Context, sess *legacy.Session, msg *jsonrpc
 		case ch <- msg:
 		default: // answered twice: the first answer wins
 		}
+		return
 	}
+	p.answerQuestion(ctx, sess, msg) // legacyinput.go: a stored question
 }
 
 // Closed implements legacy.Handler: the client ended its session, so does the bridge.
