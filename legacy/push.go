@@ -26,3 +26,18 @@ func (s *Server) PushSessions() []string {
 	}
 	return slices.Collect(maps.Keys(ids))
 }
+
+// NewestGetStream names the session's newest GET stream in this process: a number that
+// changes whenever the client opens another one, 0 when it holds none. A message pushed
+// when the client had no stream, or on a stream it lost, can so be pushed again on the one
+// it opened since (the legacy pass-through's questions), without repeating it on a stream
+// that already carried it.
+func (s *Server) NewestGetStream(sessionID string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	list := s.streams[sessionID]
+	if len(list) == 0 {
+		return 0
+	}
+	return list[len(list)-1].seq
+}

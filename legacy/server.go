@@ -131,12 +131,13 @@ type Server struct {
 	base   context.Context
 	cancel context.CancelFunc
 
-	mu       sync.Mutex // guards closed, inflight, idle, streams and conns
-	closed   bool
-	inflight int                     // HTTP requests inside ServeHTTP past the closed check
-	idle     chan struct{}           // closed once closed && inflight == 0
-	streams  map[string][]*getStream // session id → this process's GET streams, oldest first
-	conns    map[string]*conn        // session id → its stdio/WebSocket connection (stdio.go); nil until the first
+	mu        sync.Mutex // guards closed, inflight, idle, streams and conns
+	closed    bool
+	inflight  int                     // HTTP requests inside ServeHTTP past the closed check
+	idle      chan struct{}           // closed once closed && inflight == 0
+	streams   map[string][]*getStream // session id → this process's GET streams, oldest first
+	streamSeq uint64                  // GET streams attached so far (getStream.seq)
+	conns     map[string]*conn        // session id → its stdio/WebSocket connection (stdio.go); nil until the first
 
 	sessions *sessions // read-through cache of session records
 	maxInfo  int       // Options.MaxSessionInfoBytes (session.go)
@@ -434,6 +435,8 @@ const maxGetStreams = 4
 func (s *Server) attachGetStream(g *getStream) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.streamSeq++
+	g.seq = s.streamSeq
 	list := append(s.streams[g.sessionID], g)
 	if len(list) > maxGetStreams {
 		list[0].stop()

@@ -224,6 +224,7 @@ type getStream struct {
 	ch        chan []byte
 	done      chan struct{}
 	once      sync.Once
+	seq       uint64 // order of attachment in this Server (NewestGetStream), set under Server.mu
 }
 
 func newGetStream(sessionID string) *getStream {

@@ -8,6 +8,9 @@
 //     it unchanged; server→client requests are relayed under a bridge-minted id. For an
 //     upstream that runs tasks without offering tasks/list, the route records the tasks it
 //     sees created and answers tasks/list itself ("synthesized tasks/list").
+//     A question the upstream asks about a task is kept in the store until it is
+//     answered upstream and re-delivered under the same id after a cut or a restart
+//     (legacyinput.go).
 //   - Modern (modern.go): 2026-07-28 clients in front of a 2026-07-28 upstream: the
 //     client's own _meta and params go upstream, the result comes back unchanged.
 //

@@ -46,8 +46,7 @@ func (p *Legacy) holdGetStream(sess *legacy.Session, s *legacy.UpstreamSession) 
 	go func() {
 		defer p.wg.Done()
 		err := s.Listen(p.ctx, legacy.ListenOptions{
-			OnRequest: p.keepQuestions(sess, s, func(m *jsonrpc.Message) bool { return p.pushWhenOpen(p.ctx, sessID, m) },
-				p.relayToGetStream(sessID)),
+			OnRequest: p.keepQuestions(sess, s, p.pushQuestion(sessID, s), p.relayToGetStream(sessID)),
 			OnNotify: func(m *jsonrpc.Message) {
 				if !strings.HasPrefix(m.Method, "notifications/tasks/") {
 					p.face.Push(sessID, m)

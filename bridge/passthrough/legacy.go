@@ -260,7 +260,7 @@ func (p *Legacy) Serve(ctx context.Context, sess *legacy.Session, req *jsonrpc.M
 		}
 		p.redeliver(ctx, sess, s, req, out) // legacyinput.go: a question whose stream was cut
 		res, err := s.Call(ctx, req.Method, req.Params, legacy.CallOptions{
-			OnRequest: p.keepQuestions(sess, s, func(m *jsonrpc.Message) bool { return out.Send(m) == nil }, p.relayRequest(out)),
+			OnRequest: p.keepQuestions(sess, s, onStream(out), p.relayRequest(out)),
 			OnNotify: func(m *jsonrpc.Message) {
 				p.observeStatus(sess.ID, m)
 				p.countStatus(sess.ID, m)

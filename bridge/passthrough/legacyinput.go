@@ -13,7 +13,9 @@ package passthrough
 //     request id the question keeps for every delivery;
 //   - each delivery goes out under that one id: on the stream it came with, then on every
 //     later tasks/result of that task in that client session (after a cut, a restart, on
-//     another replica);
+//     another replica); a question that came on the GET stream is also pushed again each
+//     time the client re-opens its GET stream, while this process waits for its answer
+//     (at most InputTimeout; pushQuestion);
 //   - the client's answer, matched by that id and checked against the session and owner of
 //     the holder, is stored first-answer-wins and POSTed upstream under the upstream's id
 //     (legacy.UpstreamSession.Respond). A repeated answer is acknowledged (202) and never
@@ -56,11 +58,25 @@ func questionTask(m *jsonrpc.Message) string {
 	return gjson.GetBytes(m.Params, relatedTaskPath).Str
 }
 
+// questionSender delivers the stored question msg (input key of holder) to the client.
+type questionSender func(ctx context.Context, holder, key string, msg *jsonrpc.Message)
+
+// onStream is the questionSender of a response stream: one send; after a cut the task's next
+// tasks/result carries the question.
+func onStream(out legacy.Stream) questionSender {
+	return func(_ context.Context, _, _ string, msg *jsonrpc.Message) { _ = out.Send(msg) }
+}
+
+// holderOf is the id of the question holder of upstream task task of sess.
+func holderOf(sess *legacy.Session, task string) string {
+	return record.LegacyPassThroughID(sess.ID, task)
+}
+
 // keepQuestions wraps relay, the handler for server requests on one client stream: a
 // question about a task is stored and sent on out under its durable id (sendQuestion), and
 // answered later through Respond (legacy.ErrNoReply: nothing is POSTed for it now);
 // anything else goes to relay.
-func (p *Legacy) keepQuestions(sess *legacy.Session, s *legacy.UpstreamSession, send func(*jsonrpc.Message) bool, relay legacy.RequestHandler) legacy.RequestHandler {
+func (p *Legacy) keepQuestions(sess *legacy.Session, s *legacy.UpstreamSession, send questionSender, relay legacy.RequestHandler) legacy.RequestHandler {
 	return func(ctx context.Context, m *jsonrpc.Message) (json.RawMessage, error) {
 		task := questionTask(m)
 		if task == "" {
@@ -72,7 +88,7 @@ func (p *Legacy) keepQuestions(sess *legacy.Session, s *legacy.UpstreamSession, 
 			return relay(ctx, m)
 		}
 		if msg != nil {
-			send(msg) // a cut stream: the next tasks/result of the task delivers it again
+			send(ctx, holderOf(sess, task), m.ID.Raw(), msg) // a cut stream: the next tasks/result of the task delivers it again
 		}
 		return nil, legacy.ErrNoReply
 	}
@@ -106,7 +122,7 @@ func (p *Legacy) storeQuestion(ctx context.Context, sess *legacy.Session, s *leg
 // openHolder creates the question holder of the task, or re-opens an ended one (the task
 // asks again), and returns its id.
 func (p *Legacy) openHolder(ctx context.Context, sess *legacy.Session, s *legacy.UpstreamSession, task string) (string, error) {
-	id := record.LegacyPassThroughID(sess.ID, task)
+	id := holderOf(sess, task)
 	now := p.cfg.Now().UTC()
 	ttl := holderTTL.Milliseconds()
 	rec := &record.Task{ID: id, Owner: sessions.Owner(sess), SessionID: sess.ID, Origin: p.up.URL(),
@@ -178,7 +194,7 @@ func (p *Legacy) redeliver(ctx context.Context, sess *legacy.Session, s *legacy.
 	if task == "" {
 		return
 	}
-	holder := record.LegacyPassThroughID(sess.ID, task)
+	holder := holderOf(sess, task)
 	rec, err := p.cfg.Store.GetTask(ctx, holder)
 	if err != nil || !p.holds(rec, sess) {
 		return
@@ -283,4 +299,53 @@ func (p *Legacy) closeHolder(ctx context.Context, holder string, now time.Time) 
 	if err := p.cfg.Store.UpdateTask(ctx, rec); err != nil && !errors.Is(err, store.ErrConflict) {
 		p.log.Warn().Err(err).Msg("passthrough: question holder not ended")
 	}
+}
+
+// getQuestionCheck is how often a question pushed on the GET stream looks for a re-opened
+// stream (and for its answer).
+const getQuestionCheck = 200 * time.Millisecond
+
+// pushQuestion is the questionSender of the session's GET stream: it pushes the question
+// (waiting at most clientStreamWait for an open stream), then pushes it again each time the
+// client re-opens its GET stream after losing it, until the question is answered, the route
+// closes, the upstream session ends, or InputTimeout passed. It holds the upstream's GET-stream handler, which has
+// nothing to answer (legacy.ErrNoReply) but keeps the stream reading on (legacy.Listen
+// handles each request on its own goroutine).
+func (p *Legacy) pushQuestion(sessID string, s *legacy.UpstreamSession) questionSender {
+	return func(ctx context.Context, holder, key string, msg *jsonrpc.Message) {
+		var carried uint64 // the GET stream that carried msg last
+		if p.pushWhenOpen(p.ctx, sessID, msg) {
+			carried = p.face.NewestGetStream(sessID)
+		}
+		deadline := time.Now().Add(p.cfg.InputTimeout)
+		tick := time.NewTicker(getQuestionCheck)
+		defer tick.Stop()
+		for time.Now().Before(deadline) {
+			select {
+			case <-p.ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if s.Gone() || p.answered(holder, key) {
+				return // the session ended (Close waits for this handler), or the answer came
+			}
+			if g := p.face.NewestGetStream(sessID); g != 0 && g != carried && p.face.Push(sessID, msg) {
+				carried = g
+			}
+		}
+	}
+}
+
+// answered reports whether input key of holder has an answer (or is gone).
+func (p *Legacy) answered(holder, key string) bool {
+	ins, err := p.cfg.Store.ListInputs(p.ctx, holder)
+	if err != nil {
+		return false
+	}
+	for _, in := range ins {
+		if in.Key == key {
+			return in.AnsweredAt != nil
+		}
+	}
+	return true
 }
