@@ -269,6 +269,7 @@ func (p *Legacy) Serve(ctx context.Context, sess *legacy.Session, req *jsonrpc.M
 		})
 		if err == nil {
 			p.observe(sess.ID, s, req, res)
+			p.questionsSettled(ctx, sess, req, res) // legacyinput.go
 			p.count(sess, req, res)
 		}
 		if err != nil && errors.Is(err, legacy.ErrSessionGone) && attempt == 0 {

@@ -20,9 +20,10 @@ package passthrough
 //     the holder, is stored first-answer-wins and POSTed upstream under the upstream's id
 //     (legacy.UpstreamSession.Respond). A repeated answer is acknowledged (202) and never
 //     sent again;
-//   - once every question of the task went upstream, the holder is ended (completed,
-//     outcome unknown: the task's own outcome is the upstream's), so it never counts as
-//     unfinished; its ttl (holderTTL) lets the purge remove it.
+//   - once every question of the task went upstream, or the upstream shows the task ended
+//     (questionsSettled), the holder is ended (completed, outcome unknown: the task's own
+//     outcome is the upstream's), so it no longer counts as unfinished; its ttl (holderTTL)
+//     lets the purge remove it.
 
 import (
 	"context"
@@ -336,8 +337,13 @@ func (p *Legacy) pushQuestion(sessID string, s *legacy.UpstreamSession) question
 	}
 }
 
-// answered reports whether input key of holder has an answer (or is gone).
+// answered reports whether input key of holder needs no more delivery: it has an answer,
+// it is gone, or its holder was ended (the task ended upstream).
 func (p *Legacy) answered(holder, key string) bool {
+	rec, err := p.cfg.Store.GetTask(p.ctx, holder)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.Status != record.StatusInputRequired) {
+		return true
+	}
 	ins, err := p.cfg.Store.ListInputs(p.ctx, holder)
 	if err != nil {
 		return false
@@ -348,4 +354,33 @@ func (p *Legacy) answered(holder, key string) bool {
 		}
 	}
 	return true
+}
+
+// questionsSettled ends the question holder of a task the upstream shows ended (a
+// tasks/result answered, or a tasks/get or tasks/cancel with a terminal status): its
+// unanswered questions will never be asked for again, and it must not count as unfinished.
+func (p *Legacy) questionsSettled(ctx context.Context, sess *legacy.Session, req *jsonrpc.Message, res json.RawMessage) {
+	switch req.Method {
+	case "tasks/result":
+	case "tasks/get", "tasks/cancel":
+		if !record.Status(gjson.GetBytes(res, "status").Str).Terminal() {
+			return
+		}
+	default:
+		return
+	}
+	task := gjson.GetBytes(req.Params, "taskId").Str
+	if task == "" {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	rec, err := p.cfg.Store.GetTask(ctx, holderOf(sess, task))
+	if err != nil || !p.holds(rec, sess) || rec.Status != record.StatusInputRequired {
+		return
+	}
+	rec.Status, rec.Outcome, rec.LastUpdatedAt = record.StatusCompleted, record.OutcomeUnknown, p.cfg.Now().UTC()
+	rec.StatusMessage = "the task ended upstream"
+	if err := p.cfg.Store.UpdateTask(ctx, rec); err != nil && !errors.Is(err, store.ErrConflict) {
+		p.log.Warn().Err(err).Msg("passthrough: question holder not ended")
+	}
 }

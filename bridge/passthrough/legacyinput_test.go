@@ -18,6 +18,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/legacyclient"
 	"github.com/taskbridge/taskbridge/legacy"
+	"github.com/taskbridge/taskbridge/record"
 	"github.com/taskbridge/taskbridge/store/sqlite"
 )
 
@@ -25,10 +26,11 @@ import (
 // related-task _meta) on the upstream session's GET stream, once, and completes with the
 // answer; tasks/result blocks until then. It counts the answers it receives.
 type getAskUpstream struct {
-	face    *legacy.Server
-	mu      sync.Mutex
-	answers []json.RawMessage
-	done    chan struct{}
+	face      *legacy.Server
+	mu        sync.Mutex
+	answers   []json.RawMessage
+	done      chan struct{}
+	cancelled bool
 }
 
 func (u *getAskUpstream) Initialize(context.Context, *legacy.Session, json.RawMessage) (json.RawMessage, error) {
@@ -50,6 +52,11 @@ func (u *getAskUpstream) Serve(ctx context.Context, sess *legacy.Session, req *j
 			}
 		}()
 		return json.RawMessage(`{"task":{"taskId":"up-1","status":"input_required","createdAt":"` + now + `","lastUpdatedAt":"` + now + `","ttl":60000,"pollInterval":100}}`), nil
+	case "tasks/cancel":
+		u.mu.Lock()
+		u.cancelled = true
+		u.mu.Unlock()
+		return json.RawMessage(`{"taskId":"up-1","status":"cancelled","createdAt":"` + now + `","lastUpdatedAt":"` + now + `","ttl":60000,"pollInterval":100}`), nil
 	case "tasks/get":
 		st := "input_required"
 		select {
@@ -57,6 +64,11 @@ func (u *getAskUpstream) Serve(ctx context.Context, sess *legacy.Session, req *j
 			st = "completed"
 		default:
 		}
+		u.mu.Lock()
+		if u.cancelled {
+			st = "cancelled"
+		}
+		u.mu.Unlock()
 		return json.RawMessage(`{"taskId":"up-1","status":"` + st + `","createdAt":"` + now + `","lastUpdatedAt":"` + now + `","ttl":60000,"pollInterval":100}`), nil
 	case "tasks/result":
 		select {
@@ -94,45 +106,8 @@ func (u *getAskUpstream) Closed(context.Context, *legacy.Session)               
 func TestPassThroughKeepsGetStreamQuestion(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	upSt, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "up.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { upSt.Close() })
-	u := &getAskUpstream{done: make(chan struct{})}
-	u.face = legacy.NewServer(legacy.Options{Store: sessions.New(upSt), Handler: u})
-	upSrv := httptest.NewServer(u.face)
-	t.Cleanup(upSrv.Close)
-
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "b.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	r, err := bridge.NewReverse(bridge.ReverseConfig{Upstream: legacy.NewClient(legacy.ClientOptions{URL: upSrv.URL}), Store: st, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	door, err := bridge.NewDoor(bridge.DoorConfig{Logger: zerolog.Nop()}, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", door)
-	hs := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		hs.CloseClientConnections()
-		hs.Close()
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		r.Close(cctx)
-		u.face.Close(cctx)
-	})
-
-	c, other := legacyclient.New(hs.URL+"/mcp"), legacyclient.New(hs.URL+"/mcp")
+	u, st, url := startGetAsk(t, ctx)
+	c, other := legacyclient.New(url), legacyclient.New(url)
 	c.Requests, other.Requests = make(chan *jsonrpc.Message, 4), make(chan *jsonrpc.Message, 4)
 	for _, cl := range []*legacyclient.Client{c, other} {
 		if _, err := cl.Initialize(ctx); err != nil {
@@ -201,4 +176,94 @@ func TestPassThroughKeepsGetStreamQuestion(t *testing.T) {
 	if len(other.Requests) != 0 {
 		t.Errorf("another session got %s", (<-other.Requests).Method)
 	}
+	holderEnded(t, ctx, st, c)
+}
+
+// TestPassThroughEndsQuestionHolderWithTask: a task cancelled while its question waits
+// ends its question holder (it no longer counts as its owner's unfinished task).
+func TestPassThroughEndsQuestionHolderWithTask(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, st, url := startGetAsk(t, ctx)
+	c := legacyclient.New(url)
+	c.Requests = make(chan *jsonrpc.Message, 4)
+	if _, err := c.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	get, stop := context.WithCancel(ctx)
+	defer stop()
+	go c.OpenGetStream(get)
+	if _, err := c.Call(ctx, "tools/call", map[string]any{"name": "ask", "arguments": map[string]any{}, "task": map[string]any{}}); err != nil {
+		t.Fatalf("tools/call: %v", err)
+	}
+	select {
+	case <-c.Requests:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no question within 10 s")
+	}
+	if n, err := st.CountActive(ctx, "session:"+c.SessionID()); err != nil || n != 1 {
+		t.Errorf("unfinished tasks of the owner while the question waits: %d, %v; want 1", n, err)
+	}
+	if _, err := c.Call(ctx, "tasks/cancel", map[string]string{"taskId": "up-1"}); err != nil {
+		t.Fatalf("tasks/cancel: %v", err)
+	}
+	holderEnded(t, ctx, st, c)
+}
+
+// holderEnded checks that the question holder of c's task up-1 is ended and that c's owner
+// has no unfinished task left in the store.
+func holderEnded(t *testing.T, ctx context.Context, st *sqlite.Store, c *legacyclient.Client) {
+	t.Helper()
+	rec, err := st.GetTask(ctx, record.LegacyPassThroughID(c.SessionID(), "up-1"))
+	if err != nil || rec.Mode != record.ModeLegacyPassThrough || !rec.Status.Terminal() {
+		t.Fatalf("question holder: %+v, %v; want an ended legacy-passthrough record", rec, err)
+	}
+	if n, err := st.CountActive(ctx, "session:"+c.SessionID()); err != nil || n != 0 {
+		t.Errorf("unfinished tasks of the owner: %d, %v; want 0", n, err)
+	}
+}
+
+// startGetAsk serves a getAskUpstream behind a bridge (the legacy pass-through for legacy
+// clients) and returns the upstream, the bridge's store and its MCP URL.
+func startGetAsk(t *testing.T, ctx context.Context) (*getAskUpstream, *sqlite.Store, string) {
+	t.Helper()
+	upSt, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "up.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { upSt.Close() })
+	u := &getAskUpstream{done: make(chan struct{})}
+	u.face = legacy.NewServer(legacy.Options{Store: sessions.New(upSt), Handler: u})
+	upSrv := httptest.NewServer(u.face)
+	t.Cleanup(upSrv.Close)
+
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "b.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	r, err := bridge.NewReverse(bridge.ReverseConfig{Upstream: legacy.NewClient(legacy.ClientOptions{URL: upSrv.URL}), Store: st, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	door, err := bridge.NewDoor(bridge.DoorConfig{Logger: zerolog.Nop()}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", door)
+	hs := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r.Close(cctx)
+		u.face.Close(cctx)
+	})
+
+	return u, st, hs.URL + "/mcp"
 }
