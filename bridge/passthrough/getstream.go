@@ -45,6 +45,7 @@ func (p *Legacy) holdGetStream(sessID string, s *legacy.UpstreamSession) {
 		err := s.Listen(p.ctx, legacy.ListenOptions{
 			OnRequest: p.relayToGetStream(sessID),
 			OnNotify: func(m *jsonrpc.Message) {
+				p.rememberRelated(sessID, m)
 				if !strings.HasPrefix(m.Method, "notifications/tasks/") {
 					p.face.Push(sessID, m)
 				}
@@ -64,6 +65,7 @@ func (p *Legacy) relayToGetStream(sessID string) legacy.RequestHandler {
 		if m.Method == "ping" {
 			return json.RawMessage(`{}`), nil
 		}
+		p.rememberRelated(sessID, m)
 		id := ids.NewRequestID()
 		ch := make(chan *jsonrpc.Message, 1)
 		defer p.asks.Put(id, ch, sameChan)()
