@@ -110,6 +110,9 @@ func securityGate(ctx context.Context, r *run) {
 		}
 		return Pass, fmt.Sprintf("%d near-miss ids: the unknown-id answer", len(guesses))
 	})
+	r.check(ctx, g, "forged related-task _meta", func(ctx context.Context) (Result, string) {
+		return r.forgedRelatedTask(ctx, *t)
+	})
 	r.check(ctx, g, "second principal (2026-07-28)", func(ctx context.Context) (Result, string) {
 		return r.modernIsolation(ctx, *t)
 	})
