@@ -76,7 +76,7 @@ func TestVerifyFixturePasses(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
 	}
-	for _, c := range [][2]string{{"security", "second principal (2025-11-25)"}, {"security", "forged related-task _meta"},
+	for _, c := range [][2]string{{"security", "second principal (2025-11-25)"}, {"security", "forged related-task _meta"}, {"security", "input answers never logged"},
 		{"recovery", "initial call never repeated"},
 		{"load", "backpressure past max_concurrent_tasks"}} {
 		if f := strings.Fields(lineWith(out, c[1])); len(f) < 2 || f[0] != c[0] || !slices.Contains(f, "pass") {
