@@ -35,10 +35,13 @@ import (
 	"github.com/taskbridge/taskbridge/store/sqlite"
 )
 
-// counting counts every HTTP request that reaches an upstream.
+// counting counts every HTTP request that reaches an upstream, and keeps the bodies.
 type counting struct {
 	h http.Handler
 	n atomic.Int64
+
+	mu     sync.Mutex
+	bodies []string
 }
 
 // ServeHTTP counts every request but the standalone GET streams the bridge holds open to
@@ -46,8 +49,29 @@ type counting struct {
 func (c *counting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		c.n.Add(1)
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(strings.NewReader(string(body)))
+		c.mu.Lock()
+		c.bodies = append(c.bodies, string(body))
+		c.mu.Unlock()
 	}
 	c.h.ServeHTTP(w, r)
+}
+
+// saw reports whether one request body the upstream received contains every sub.
+func (c *counting) saw(subs ...string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range c.bodies {
+		all := true
+		for _, sub := range subs {
+			all = all && strings.Contains(b, sub)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 // tableUpstream is a 2025-11-25 server (the legacy face of this repository, run as an
@@ -149,9 +173,11 @@ type harness struct {
 	door     *bridge.Door
 	gate     *bridge.Gate
 	draining *atomic.Bool
-	upReqs   func() int64 // HTTP requests the upstream received
-	upTasks  func() int   // tasks the upstream started
-	taskTool string       // a task-only tool and its arguments
+	upReqs   func() int64         // HTTP requests the upstream received
+	upTasks  func() int           // tasks the upstream started
+	upSaw    func(...string) bool // whether one request body the upstream received contains every string
+	quick    string               // a synchronous tool
+	taskTool string               // a task-only tool and its arguments
 	taskArgs string
 }
 
@@ -206,7 +232,7 @@ func forwardHarness(t *testing.T, o tableOpts) *harness {
 	}
 	t.Cleanup(func() { b.Close(context.Background()) })
 	h := &harness{t: t, gate: g, draining: draining, upReqs: up.n.Load, taskTool: "long_job", taskArgs: `{"seconds":600}`,
-		upTasks: func() int { return fx.Stats().Executions["long_job"] }}
+		upTasks: func() int { return fx.Stats().Executions["long_job"] }, upSaw: up.saw, quick: "greet"}
 	h.serve(b, o)
 	return h
 }
@@ -235,7 +261,8 @@ func reverseHarness(t *testing.T, o tableOpts) *harness {
 		upSrv.Close()
 		upFace.Close(ctx)
 	})
-	h := &harness{t: t, gate: g, draining: draining, upReqs: up.n.Load, upTasks: u.count, taskTool: "long", taskArgs: `{}`}
+	h := &harness{t: t, gate: g, draining: draining, upReqs: up.n.Load, upTasks: u.count, taskTool: "long", taskArgs: `{}`,
+		upSaw: up.saw, quick: "quick"}
 	h.serve(r, o)
 	return h
 }

@@ -26,6 +26,10 @@ type doorRow struct {
 	na        map[string]string
 }
 
+// modernClientNA: the related-task _meta is a 2025-11-25 key; a 2026-07-28 client names
+// tasks by params only.
+var modernClientNA = map[string]string{"forged related-task": "a 2026-07-28 client: the related-task _meta is a 2025-11-25 key (the screen is on the 2025-11-25 face)"}
+
 var stdioNoCredentials = "stdio carries no credentials: whoever starts the process is its user, and its session's principal is stdio_principal"
 
 // doorRows is the table. bridge.Routes() lists what the door dispatches to; a route there
@@ -35,8 +39,8 @@ var doorRows = []doorRow{
 	{bridge.RouteForward, bridge.TransportWebSocket, forwardHarness, dialWebSocket, nil},
 	{bridge.RouteForward, bridge.TransportStdio, forwardHarness, dialStdio,
 		map[string]string{"no credentials": stdioNoCredentials, "wrong key": stdioNoCredentials}},
-	{bridge.RouteModernPassThrough, bridge.TransportHTTP, forwardHarness, dialModern, nil},
-	{bridge.RouteReverse, bridge.TransportHTTP, reverseHarness, dialModern, nil},
+	{bridge.RouteModernPassThrough, bridge.TransportHTTP, forwardHarness, dialModern, modernClientNA},
+	{bridge.RouteReverse, bridge.TransportHTTP, reverseHarness, dialModern, modernClientNA},
 	{bridge.RouteLegacyPassThrough, bridge.TransportHTTP, reverseHarness, dialLegacyHTTP, nil},
 	{bridge.RouteLegacyPassThrough, bridge.TransportWebSocket, reverseHarness, dialWebSocket, nil},
 	{bridge.RouteLegacyPassThrough, bridge.TransportStdio, reverseHarness, dialStdio,
@@ -56,6 +60,7 @@ var doorChecks = []struct {
 	{"drain", checkDrain},
 	{"rate limit", checkRateLimit},
 	{"concurrency cap", checkConcurrencyCap},
+	{"forged related-task", checkForgedRelatedTask},
 }
 
 // TestFrontDoorTable runs the same checks over every route × transport the bridge serves:
@@ -301,5 +306,27 @@ func checkConcurrencyCap(t *testing.T, row doorRow, _ *refusals) {
 	}
 	if err := dialOK(t, row, h, bobKey).startTask(ctx20(t)); err != nil {
 		t.Errorf("bob's first task: %v", err)
+	}
+}
+
+// checkForgedRelatedTask: a request whose related-task _meta names a task the caller does
+// not own reaches the upstream without it (bridge/internal/relatedtask; the rest of the
+// request arrives).
+func checkForgedRelatedTask(t *testing.T, row doorRow, _ *refusals) {
+	h := row.harness(t, tableOpts{})
+	c := dialOK(t, row, h, aliceKey)
+	const forged, marker = "not-alices-task-5f2c", "forged-check-7a1d"
+	p := `{"name":"` + h.quick + `","arguments":{},"_meta":{"progressToken":"` + marker +
+		`","io.modelcontextprotocol/related-task":{"taskId":"` + forged + `"}}}`
+	if _, err := c.call(ctx20(t), "tools/call", p); err != nil {
+		t.Fatalf("tools/call with a forged related-task: %v", err)
+	}
+	if !h.upSaw(marker) {
+		t.Fatal("the call never reached the upstream")
+	}
+	// (the legacy pass-through may ask the upstream about the id with a tasks/get of its
+	// own: the ownership lookup; that request carries no related-task)
+	if h.upSaw("related-task", forged) {
+		t.Errorf("the upstream received the forged related-task naming %s", forged)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/taskbridge/taskbridge/bridge/internal/errmap"
 	"github.com/taskbridge/taskbridge/bridge/internal/gate"
 	"github.com/taskbridge/taskbridge/bridge/internal/pending"
+	"github.com/taskbridge/taskbridge/bridge/internal/relatedtask"
 	"github.com/taskbridge/taskbridge/bridge/internal/sessions"
 	"github.com/taskbridge/taskbridge/internal/defaults"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
@@ -202,7 +203,7 @@ func New(cfg Config) (*Bridge, error) {
 	b.face = legacy.NewServer(legacy.Options{
 		Logger:       &b.log,
 		Store:        sessions.New(cfg.Store),
-		Handler:      b,
+		Handler:      relatedtask.Guard(b, b.ownsTask), // the related-task screen (docs/security.md)
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Now:          cfg.Now,
 

@@ -49,6 +49,14 @@ func (b *Bridge) owns(ctx context.Context, sess *legacy.Session, rec *record.Tas
 	return ok && rec.Owner == own && ownMode(rec.Mode)
 }
 
+// ownsTask is the route's ownership lookup for the related-task screen every client
+// message passes (bridge/internal/relatedtask): the caller may name taskID (a bridge id)
+// exactly when it could get it.
+func (b *Bridge) ownsTask(ctx context.Context, sess *legacy.Session, taskID string) bool {
+	_, err := b.load(ctx, sess, taskID)
+	return err == nil
+}
+
 // ownMode reports whether a record of mode m is this route's: the store also holds the
 // records of the modern pass-through and the reverse route (the same owner names, so a
 // principal's cap counts them all), which this route never shows, resumes nor fails.

@@ -48,6 +48,7 @@ func (p *Legacy) holdGetStream(sess *legacy.Session, s *legacy.UpstreamSession) 
 		err := s.Listen(p.ctx, legacy.ListenOptions{
 			OnRequest: p.keepQuestions(sess, s, p.pushQuestion(sessID, s), p.relayToGetStream(sessID)),
 			OnNotify: func(m *jsonrpc.Message) {
+				p.rememberRelated(sessID, m)
 				if !strings.HasPrefix(m.Method, "notifications/tasks/") {
 					p.face.Push(sessID, m)
 				}
@@ -67,6 +68,7 @@ func (p *Legacy) relayToGetStream(sessID string) legacy.RequestHandler {
 		if m.Method == "ping" {
 			return json.RawMessage(`{}`), nil
 		}
+		p.rememberRelated(sessID, m)
 		id := ids.NewRequestID()
 		ch := make(chan *jsonrpc.Message, 1)
 		defer p.asks.Put(id, ch, sameChan)()

@@ -15,6 +15,7 @@ import (
 	"github.com/taskbridge/taskbridge/bridge/internal/gate"
 	"github.com/taskbridge/taskbridge/bridge/internal/ids"
 	"github.com/taskbridge/taskbridge/bridge/internal/pending"
+	"github.com/taskbridge/taskbridge/bridge/internal/relatedtask"
 	"github.com/taskbridge/taskbridge/bridge/internal/sessions"
 	"github.com/taskbridge/taskbridge/internal/defaults"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
@@ -89,6 +90,7 @@ type Legacy struct {
 	mu       sync.Mutex
 	sessions map[string]*passSession // client session id → upstream session
 	logs     map[string]*passTaskLog // client session id → recorded tasks (legacylist.go)
+	owned    map[string]*ownedSet    // client session id → the tasks it owns (owned.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -112,13 +114,13 @@ func NewLegacy(cfg LegacyConfig) (*Legacy, error) {
 	cfg.setDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Legacy{cfg: cfg, up: cfg.Upstream, log: cfg.Logger, gate: cfg.Gate,
-		sessions: map[string]*passSession{}, logs: map[string]*passTaskLog{}, ctx: ctx, cancel: cancel}
+		sessions: map[string]*passSession{}, logs: map[string]*passTaskLog{}, owned: map[string]*ownedSet{}, ctx: ctx, cancel: cancel}
 	if p.gate == nil {
 		p.gate = gate.New(gate.Config{Now: cfg.Now})
 	}
 	p.ledger = gate.NewLedger(p.gate)
 	p.face = legacy.NewServer(legacy.Options{
-		Store: sessions.New(cfg.Store), Handler: p, MaxBodyBytes: cfg.MaxBodyBytes, Now: cfg.Now,
+		Store: sessions.New(cfg.Store), Handler: relatedtask.Guard(p, p.ownsTask), MaxBodyBytes: cfg.MaxBodyBytes, Now: cfg.Now,
 		MaxReplayBytes: cfg.MaxReplayBytes, MaxSessionInfoBytes: cfg.MaxSessionInfoBytes,
 	})
 	return p, nil
@@ -212,6 +214,7 @@ func (p *Legacy) endSession(ctx context.Context, sess *legacy.Session) error {
 	}
 	p.mu.Lock()
 	delete(p.logs, sess.ID)
+	delete(p.owned, sess.ID)
 	p.mu.Unlock()
 	p.ledger.EndGroup(sess.ID)
 	return legacy.ErrSessionEnded
@@ -260,14 +263,16 @@ func (p *Legacy) Serve(ctx context.Context, sess *legacy.Session, req *jsonrpc.M
 		}
 		p.redeliver(ctx, sess, s, req, out) // legacyinput.go: a question whose stream was cut
 		res, err := s.Call(ctx, req.Method, req.Params, legacy.CallOptions{
-			OnRequest: p.keepQuestions(sess, s, onStream(out), p.relayRequest(out)),
+			OnRequest: p.keepQuestions(sess, s, onStream(out), p.relayRequest(sess.ID, out)),
 			OnNotify: func(m *jsonrpc.Message) {
+				p.rememberRelated(sess.ID, m)
 				p.observeStatus(sess.ID, m)
 				p.countStatus(sess.ID, m)
 				_ = out.Send(m)
 			},
 		})
 		if err == nil {
+			p.rememberCreated(sess.ID, req, res)
 			p.observe(sess.ID, s, req, res)
 			p.questionsSettled(ctx, sess, req, res) // legacyinput.go
 			p.count(sess, req, res)
@@ -303,8 +308,9 @@ func (p *Legacy) admit(ctx context.Context, sess *legacy.Session, req *jsonrpc.M
 
 // relayRequest sends an upstream server request to the client on out under a fresh id
 // and waits for the client's answer (it arrives through Respond, on any POST).
-func (p *Legacy) relayRequest(out legacy.Stream) legacy.RequestHandler {
+func (p *Legacy) relayRequest(sessID string, out legacy.Stream) legacy.RequestHandler {
 	return func(ctx context.Context, m *jsonrpc.Message) (json.RawMessage, error) {
+		p.rememberRelated(sessID, m) // the client's answer may carry this task's related-task
 		id := ids.NewRequestID()
 		ch := make(chan *jsonrpc.Message, 1)
 		defer p.asks.Put(id, ch, sameChan)()
@@ -363,6 +369,7 @@ func (p *Legacy) Closed(ctx context.Context, sess *legacy.Session) {
 	ps := p.sessions[sess.ID]
 	delete(p.sessions, sess.ID)
 	delete(p.logs, sess.ID)
+	delete(p.owned, sess.ID)
 	p.mu.Unlock()
 	p.ledger.EndGroup(sess.ID) // its upstream session, and with it its tasks, end now
 	if ps != nil {

@@ -79,6 +79,7 @@ func holderOf(sess *legacy.Session, task string) string {
 // anything else goes to relay.
 func (p *Legacy) keepQuestions(sess *legacy.Session, s *legacy.UpstreamSession, send questionSender, relay legacy.RequestHandler) legacy.RequestHandler {
 	return func(ctx context.Context, m *jsonrpc.Message) (json.RawMessage, error) {
+		p.rememberRelated(sess.ID, m) // the client's answer carries this task's related-task
 		task := questionTask(m)
 		if task == "" {
 			return relay(ctx, m)

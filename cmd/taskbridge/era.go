@@ -14,8 +14,11 @@ import (
 	"github.com/taskbridge/taskbridge/bridge"
 	"github.com/taskbridge/taskbridge/fallback"
 	childproc "github.com/taskbridge/taskbridge/internal/child"
+	"github.com/taskbridge/taskbridge/internal/config"
+	"github.com/taskbridge/taskbridge/internal/metrics"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/sep2663"
+	"github.com/taskbridge/taskbridge/store"
 )
 
 // mcpBridge is what serve and stdio run: the era router (bridge.Router), which probes the
@@ -82,7 +85,7 @@ func openUpstreams(u upstreamFlags, hc *http.Client, header http.Header, hooks *
 			return upstreams{}, fmt.Errorf("--upstream-cmd: %w", err)
 		}
 		tr, err := legacy.StartStdio(childproc.Options{Command: argv, Stderr: childStderr, Logger: &log,
-			CloseWait: u.closeWait, TermWait: u.termWait})
+			CloseWait: u.closeWait, TermWait: u.termWait, OnCall: u.onCall})
 		if err != nil {
 			return upstreams{}, err
 		}
@@ -95,6 +98,21 @@ func openUpstreams(u upstreamFlags, hc *http.Client, header http.Header, hooks *
 		}, nil
 	}
 	return upstreams{}, errors.New("--upstream URL or --upstream-cmd CMD is required")
+}
+
+// routerConfig is the era router's share of the configuration: the forward and the reverse
+// routes' (forwardConfig, reverseConfig) over one store and one work gate. serve and verify
+// build the same bridge from it; the upstream clients are set by newRouter.
+func routerConfig(cfg *config.Config, st store.Store, log zerolog.Logger, m *metrics.Metrics, gate *bridge.Gate, accessLog func() bool, describe string) (bridge.RouterConfig, error) {
+	bcfg := forwardConfig(cfg, st, nil, log, m, gate, accessLog)
+	var err error
+	if bcfg.ToolTaskSupport, err = parseToolTaskSupport(cfg.ToolTaskSupport); err != nil {
+		return bridge.RouterConfig{}, err
+	}
+	rc := reverseConfig(cfg, st, log, gate)
+	rc.Metrics = m
+	return bridge.RouterConfig{Forward: bcfg, Reverse: rc, Logger: log, Metrics: m, Describe: describe,
+		ProbeTimeout: cfg.StatusTimeout}, nil
 }
 
 // newRouter builds and starts the era router over both clients; hooks then report to it.

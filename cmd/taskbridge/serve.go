@@ -109,23 +109,18 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// One work gate for every route (bridge/internal/gate): its policy is one value,
 	// replaced as a whole by gate.SetPolicy.
 	gate := bridge.NewGate(bridge.GateConfig{Draining: drain.Draining, Metrics: m, Policy: gatePolicy(cfg)})
-	bcfg := forwardConfig(cfg, st, nil, log, m, gate, plog.AccessLog)
-	if bcfg.ToolTaskSupport, err = parseToolTaskSupport(cfg.ToolTaskSupport); err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
 	// The era router (bridge.Router, era.go) probes both faces of the upstream in the
 	// background, with backoff until it answers, and again when discover's ttlMs runs out,
 	// on SIGHUP or POST /admin/reload, and when answers stop matching; it picks the route
 	// per client era (fallback.ChooseRoutes). Until the first probe succeeded /readyz is
 	// not ready and MCP requests get the retry error; /healthz answers at once.
-	rc := reverseConfig(cfg, st, log, gate)
-	rc.Metrics = m
+	rcfg, err := routerConfig(cfg, st, log, m, gate, plog.AccessLog, up.describe())
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	var lockHook atomic.Pointer[lockWatch] // serve --lock compares again after every re-probe
-	rt, err := newRouter(bridge.RouterConfig{
-		Forward: bcfg, Reverse: rc,
-		Logger: log, Metrics: m, Describe: up.describe(), ProbeTimeout: cfg.StatusTimeout,
-		OnProbed: func(reason string) { lockHook.Load().reprobed(reason) },
-	}, ups, hooks)
+	rcfg.OnProbed = func(reason string) { lockHook.Load().reprobed(reason) }
+	rt, err := newRouter(rcfg, ups, hooks)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -219,7 +214,7 @@ func forwardConfig(cfg *config.Config, st store.Store, upstream *sep2663.Client,
 }
 
 // reverseConfig is the reverse route's share of the configuration (the upstream client is
-// added by newReverseFromConfig).
+// added by newRouter).
 func reverseConfig(cfg *config.Config, st store.Store, log zerolog.Logger, gate *bridge.Gate) bridge.ReverseConfig {
 	return bridge.ReverseConfig{
 		Store: st, Logger: log, PollFloorMs: cfg.PollFloorMs, PollCeilMs: cfg.PollCeilMs,

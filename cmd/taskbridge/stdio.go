@@ -22,6 +22,8 @@ import (
 type upstreamFlags struct {
 	url, cmd            string
 	closeWait, termWait time.Duration
+	// onCall, when set, is told of every request to a child upstream (child.Options.OnCall).
+	onCall func(method string, d time.Duration, err error)
 }
 
 // describe names the upstream for the startup line, logs and /status: the URL in its

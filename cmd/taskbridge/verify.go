@@ -23,8 +23,6 @@ import (
 	"github.com/taskbridge/taskbridge/internal/config"
 	"github.com/taskbridge/taskbridge/internal/metrics"
 	"github.com/taskbridge/taskbridge/internal/verify"
-	"github.com/taskbridge/taskbridge/legacy"
-	"github.com/taskbridge/taskbridge/sep2663"
 )
 
 // exitError carries an exit status other than 1 (main prints err, if any, and exits code).
@@ -77,8 +75,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return usageErr(fmt.Errorf("verify: %w", err))
 		}
 	}
-	tts, err := parseToolTaskSupport(cfg.ToolTaskSupport)
-	if err != nil {
+	if _, err := parseToolTaskSupport(cfg.ToolTaskSupport); err != nil {
 		return usageErr(fmt.Errorf("verify: %w", err))
 	}
 	dir, err := os.MkdirTemp("", "taskbridge-verify-")
@@ -87,7 +84,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer os.RemoveAll(dir)
 	cfg.Store = "sqlite:" + filepath.Join(dir, "verify.db")
-	rep, live, err := runVerify(ctx, cfg, plan, tts, stderr)
+	rep, live, err := runVerify(ctx, cfg, plan, stderr)
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}
@@ -111,9 +108,10 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-// runVerify builds the upstream client and the bridge the way serve does and runs the gates.
-// With cfg.Lock it also reads the upstream's pinned facts before the run (the lock's).
-func runVerify(ctx context.Context, cfg *config.Config, plan *verify.Plan, tts map[string]string, stderr io.Writer) (*verify.Report, *verify.Lock, error) {
+// runVerify builds the upstream clients and the bridge the way serve does (the era router
+// over both faces of the upstream: routerConfig, openUpstreams, newRouter) and runs the
+// gates. With cfg.Lock it also reads the upstream's pinned facts before the run (the lock's).
+func runVerify(ctx context.Context, cfg *config.Config, plan *verify.Plan, stderr io.Writer) (*verify.Report, *verify.Lock, error) {
 	stderr = &lockedWriter{w: stderr} // the progress lines and a stdio child's stderr
 	logs := &logBuffer{}
 	log := zerolog.New(logs).Level(zerolog.DebugLevel).With().Timestamp().Logger()
@@ -122,28 +120,21 @@ func runVerify(ctx context.Context, cfg *config.Config, plan *verify.Plan, tts m
 	if err != nil {
 		return nil, nil, err
 	}
-	up := upstreamFlags{url: cfg.Upstream, cmd: cfg.UpstreamCmd, closeWait: cfg.UpstreamCloseWait, termWait: cfg.UpstreamTermWait}
-	upstream, stop, err := verifyUpstream(up, cfg, m, tl, log, stderr)
+	// Every upstream request of either face is counted by method (verify reads the counts):
+	// over HTTP by the instrumented transport and verify.CountHTTP, from a child by its calls.
+	up := upstreamFlags{url: cfg.Upstream, cmd: cfg.UpstreamCmd, closeWait: cfg.UpstreamCloseWait,
+		termWait: cfg.UpstreamTermWait, onCall: verify.CountCall(m)}
+	hc, uh := upstreamHTTP(cfg, m, tl)
+	hc.Transport = verify.CountHTTP(m, hc.Transport)
+	hooks := &upstreamHooks{}
+	ups, err := openUpstreams(up, hc, uh, hooks, log, stderr)
 	if err != nil {
 		return nil, nil, usageErr(err)
 	}
-	defer shutdownUpstream(stop, up.closeWait+up.termWait+time.Second)
-	era := eraModern
-	if up.cmd == "" {
-		era = verifyEra(ctx, upstream, cfg.StatusTimeout, log)
-	}
-	if era == eraUnknown {
-		return nil, nil, fmt.Errorf("the upstream %s did not answer within %s", up.describe(), cfg.StatusTimeout)
-	}
+	defer shutdownUpstream(ups.stop, up.closeWait+up.termWait+time.Second)
 	var live *verify.Lock
 	if cfg.Lock != "" {
-		var lc *legacy.Client // a 2025-11-25 upstream is read through initialize
-		if era == eraLegacy {
-			hc, h := upstreamHTTP(cfg, m, tl)
-			lc = legacy.NewClient(legacy.ClientOptions{URL: up.url, Header: h, HTTPClient: hc,
-				ClientInfo: legacy.Implementation{Name: "taskbridge-lock", Version: version}})
-		}
-		probe, err := newLockProbe(upstream, lc, cfg)
+		probe, err := newLockProbe(ups.modern, ups.legacy, cfg)
 		if err != nil {
 			return nil, nil, usageErr(err)
 		}
@@ -159,46 +150,56 @@ func runVerify(ctx context.Context, cfg *config.Config, plan *verify.Plan, tts m
 	}
 	defer rawStore.Close()
 	st := m.InstrumentStore(rawStore)
-	route := "forward (2025-11-25 clients) + modern pass-through (2026-07-28 clients)"
-	if era == eraLegacy {
-		route = "reverse (2026-07-28 clients) + legacy pass-through (2025-11-25 clients)"
-	}
-	start := func(ctx context.Context, a auth.Authenticator) (verify.Engine, error) {
+	// Each start builds a router and waits for its first probe. The first is built before
+	// the run: what it chose names the era and route facts, and whether the 2025-11-25
+	// face is the forward route (verify.Options.Forward).
+	routed := func(ctx context.Context) (*bridge.Router, error) {
 		gate := bridge.NewGate(bridge.GateConfig{Metrics: m, Policy: gatePolicy(cfg)})
-		var b mcpBridge
-		if era == eraLegacy {
-			hc, h := upstreamHTTP(cfg, m, tl)
-			hc.Transport = verify.CountHTTP(m, hc.Transport)
-			rb, err := newReverseFromConfig(ctx, reverseConfig(cfg, st, log, gate), up.url, h, hc)
-			if err != nil {
-				return nil, err
-			}
-			b = rb
-		} else {
-			bcfg := forwardConfig(cfg, st, upstream, log, m, gate, nil)
-			bcfg.ToolTaskSupport = tts
-			fb, err := bridge.NewForward(bcfg)
-			if err != nil {
-				return nil, err
-			}
-			if err := fb.Start(ctx); err != nil {
-				return nil, err
-			}
-			b = fb
-		}
-		door, err := bridge.NewDoor(doorConfig(cfg, a, log), b)
+		rcfg, err := routerConfig(cfg, st, log, m, gate, nil, up.describe())
 		if err != nil {
-			_ = b.Close(context.Background())
 			return nil, err
 		}
-		return &verifyEngine{Door: door, b: b}, nil
+		rt, err := newRouter(rcfg, ups, hooks)
+		if err != nil {
+			return nil, err
+		}
+		if err := waitRouted(ctx, rt, cfg.StatusTimeout, up.describe()); err != nil {
+			_ = rt.Close(context.WithoutCancel(ctx))
+			return nil, err
+		}
+		return rt, nil
+	}
+	first, err := routed(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if first != nil { // the run ended before its first start
+			_ = first.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	era, route, forward := routedFacts(first)
+	start := func(ctx context.Context, a auth.Authenticator) (verify.Engine, error) {
+		rt := first
+		if first = nil; rt == nil {
+			var err error
+			if rt, err = routed(ctx); err != nil {
+				return nil, err
+			}
+		}
+		door, err := bridge.NewDoor(doorConfig(cfg, a, log), rt)
+		if err != nil {
+			_ = rt.Close(context.WithoutCancel(ctx))
+			return nil, err
+		}
+		return &verifyEngine{Door: door, b: rt}, nil
 	}
 	rep, err := verify.Run(ctx, verify.Options{Start: start, Metrics: m, Auth: cfg.Auth, Logs: logs.Bytes, Plan: plan,
 		Progress: stderr, MaxConcurrentTasks: cfg.MaxConcurrentTasks, Store: st, Retention: cfg.AuditRetention,
-		Forward: era != eraLegacy, Front: verifyFront, Facts: []verify.Fact{
+		Forward: forward, Front: verifyFront, Facts: []verify.Fact{
 			{Name: "bridge", Value: "taskbridge " + version},
 			{Name: "upstream", Value: up.describe()},
-			{Name: "upstream era", Value: map[upstreamEra]string{eraModern: "2026-07-28", eraLegacy: "2025-11-25"}[era]},
+			{Name: "upstream era", Value: era},
 			{Name: "route", Value: route},
 			{Name: "configuration", Value: configHash(cfg)},
 			{Name: "store", Value: "temporary SQLite (removed at exit)"},
@@ -209,25 +210,6 @@ func runVerify(ctx context.Context, cfg *config.Config, plan *verify.Plan, tts m
 // verifyFront is what sits in front of the bridge verify drives (verify.Options.Front):
 // nil in the command; TestVerifyFaultyUpstreams puts a faulty proxy there.
 var verifyFront func(http.Handler) http.Handler
-
-// verifyUpstream is openUpstream with a stdio child's requests counted too.
-func verifyUpstream(up upstreamFlags, cfg *config.Config, m *metrics.Metrics, tl *tlsSet, log zerolog.Logger, stderr io.Writer) (*sep2663.Client, func(context.Context) error, error) {
-	if up.cmd == "" {
-		return openUpstream(up, cfg, m, tl, log, stderr)
-	}
-	argv, err := sep2663.SplitCommand(up.cmd)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--upstream-cmd: %w", err)
-	}
-	tr, err := sep2663.StartStdio(sep2663.StdioOptions{Command: argv, Stderr: stderr, Logger: &log,
-		CloseWait: up.closeWait, TermWait: up.termWait})
-	if err != nil {
-		return nil, nil, err
-	}
-	c := sep2663.NewClient(sep2663.ClientOptions{Transport: verify.CountTransport(m, tr),
-		ClientInfo: sep2663.Implementation{Name: "taskbridge", Version: version}})
-	return c, tr.Close, nil
-}
 
 // configHash pins the effective configuration (as config check prints it, secrets
 // masked, the temporary store left out).

@@ -2,81 +2,54 @@ package main
 
 import (
 	"context"
-	"errors"
-	"io"
-	"net/http"
+	"fmt"
+	"strings"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
-	"github.com/rs/zerolog"
-
 	"github.com/taskbridge/taskbridge/bridge"
-	"github.com/taskbridge/taskbridge/fallback"
-	"github.com/taskbridge/taskbridge/internal/config"
-	"github.com/taskbridge/taskbridge/internal/jsonrpc"
-	"github.com/taskbridge/taskbridge/internal/metrics"
-	"github.com/taskbridge/taskbridge/legacy"
-	"github.com/taskbridge/taskbridge/sep2663"
 )
 
-// "taskbridge verify" still tells the upstream's era once, from server/discover, and
-// builds one route pair per run, as serve did before the era router (bridge.Router, which
-// probes both faces and picks the route per client era). Kept here, apart, until verify
-// builds its bridge through the router too.
+// "taskbridge verify" builds its in-process bridge as serve does: the era router
+// (bridge.Router over both faces of the upstream, routerConfig and newRouter in era.go),
+// which probes both faces and picks the route per client era. So a dual-era upstream
+// (mcp-go) is verified through the routes serve would give it. Each start of the bridge
+// (verify restarts it between steps) waits for the router's first successful probe; the
+// first router is built before the run, and what it chose names the era and route facts.
 
-// verifyEra tells the upstream's era the way MCP 2026-07-28 prescribes: server/discover
-// first; an answer, or a 2026-07-28 error (-32020/-32021/-32022), means a modern server;
-// any other error means a legacy server. Transport failures are retried with backoff
-// (backoff/v5) until limit; then the era is unknown.
-func verifyEra(ctx context.Context, c *sep2663.Client, limit time.Duration, log zerolog.Logger) upstreamEra {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	bo := &backoff.ExponentialBackOff{InitialInterval: 200 * time.Millisecond, RandomizationFactor: 0.2,
-		Multiplier: 2, MaxInterval: 2 * time.Second}
-	bo.Reset()
-	for {
-		_, err := c.Discover(ctx)
-		if err == nil {
-			return eraModern
-		}
-		if fallback.DiscoverMeansLegacy(err) {
-			return eraLegacy
-		}
-		var je *jsonrpc.Error
-		if errors.As(err, &je) {
-			return eraModern // a 2026-07-28 refusal: the forward bridge reports it on use
-		}
-		log.Warn().Err(err).Msg("upstream era detection: server/discover failed; retrying")
-		select {
-		case <-ctx.Done():
-			return eraUnknown
-		case <-time.After(bo.NextBackOff()):
-		}
+// waitRouted waits until rt has routes (its first probe succeeded; failed probes are
+// retried with backoff) or limit passes.
+func waitRouted(ctx context.Context, rt *bridge.Router, limit time.Duration, describe string) error {
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-rt.Ready():
+		return nil
+	case <-t.C:
+		return fmt.Errorf("the upstream %s did not answer within %s", describe, limit)
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
-// newReverseFromConfig builds and starts the reverse bridge for a legacy upstream at url.
-func newReverseFromConfig(ctx context.Context, rc bridge.ReverseConfig, url string, h http.Header, hc *http.Client) (*bridge.Reverse, error) {
-	rc.Upstream = legacy.NewClient(legacy.ClientOptions{URL: url, Header: h, HTTPClient: hc,
-		ClientInfo: legacy.Implementation{Name: "taskbridge", Version: version}})
-	r, err := bridge.NewReverse(rc)
-	if err != nil {
-		return nil, err
+// routedFacts names what rt's probe found: the upstream's era (the faces it serves:
+// "2026-07-28", "2025-11-25" or both), the route per client era, e.g. "forward (2025-11-25
+// clients) + modern pass-through (2026-07-28 clients)", and whether the 2025-11-25 clients'
+// route is the forward route.
+func routedFacts(rt *bridge.Router) (era, route string, forward bool) {
+	shape, routes, ok := rt.Shape()
+	if !ok {
+		return "unknown", "unknown", false
 	}
-	if err := r.Start(ctx); err != nil {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = r.Close(cctx)
-		return nil, err
+	var faces []string
+	if shape.Modern != nil {
+		faces = append(faces, "2026-07-28")
 	}
-	return r, nil
-}
-
-// openUpstream builds the 2026-07-28 client of an HTTP upstream (the instrumented
-// transport, the configured Authorization); verifyUpstream starts a stdio child itself.
-func openUpstream(up upstreamFlags, cfg *config.Config, m *metrics.Metrics, tl *tlsSet, _ zerolog.Logger, _ io.Writer) (*sep2663.Client, func(context.Context) error, error) {
-	hc, h := upstreamHTTP(cfg, m, tl)
-	c := sep2663.NewClient(sep2663.ClientOptions{URL: up.url, Header: h, HTTPClient: hc,
-		ClientInfo: sep2663.Implementation{Name: "taskbridge", Version: version}})
-	return c, func(context.Context) error { return nil }, nil
+	if shape.Legacy != nil {
+		faces = append(faces, "2025-11-25")
+	}
+	names := map[bridge.Route]string{bridge.RouteForward: "forward", bridge.RouteLegacyPassThrough: "legacy pass-through",
+		bridge.RouteModernPassThrough: "modern pass-through", bridge.RouteReverse: "reverse"}
+	legacyRoute, modernRoute := routeOf(routes.Legacy, true), routeOf(routes.Modern, false)
+	return strings.Join(faces, " + "), names[legacyRoute] + " (2025-11-25 clients) + " + names[modernRoute] + " (2026-07-28 clients)",
+		legacyRoute == bridge.RouteForward
 }

@@ -76,7 +76,8 @@ func TestVerifyFixturePasses(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
 	}
-	for _, c := range [][2]string{{"security", "second principal (2025-11-25)"}, {"recovery", "initial call never repeated"},
+	for _, c := range [][2]string{{"security", "second principal (2025-11-25)"}, {"security", "forged related-task _meta"}, {"security", "input answers never logged"},
+		{"recovery", "initial call never repeated"},
 		{"load", "backpressure past max_concurrent_tasks"}} {
 		if f := strings.Fields(lineWith(out, c[1])); len(f) < 2 || f[0] != c[0] || !slices.Contains(f, "pass") {
 			t.Errorf("%s / %s did not pass: %q", c[0], c[1], lineWith(out, c[1]))

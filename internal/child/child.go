@@ -64,6 +64,10 @@ type Options struct {
 	RestartMin, RestartMax time.Duration
 	// MaxLineBytes caps one line from the child (default 64 MiB).
 	MaxLineBytes int
+	// OnCall, when set, is told of every Call once it ended: its method, how long it took
+	// and its error (nil on a result). Both faces' clients over one child call through here,
+	// so it counts the child's requests of either era (taskbridge verify's upstream counts).
+	OnCall func(method string, d time.Duration, err error)
 }
 
 // ErrExited fails calls that were in flight when the child process ended.

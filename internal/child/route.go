@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -56,7 +57,15 @@ type call struct {
 // error: the child's JSON-RPC error as *jsonrpc.Error, ErrExited when the child died first,
 // ErrClosed, or ctx.Err() (the child is then told with notifications/cancelled, unless
 // QuietCancel).
-func (p *Proc) Call(ctx context.Context, method string, params json.RawMessage, o CallOptions) (json.RawMessage, uint64, error) {
+func (p *Proc) Call(ctx context.Context, method string, params json.RawMessage, o CallOptions) (res json.RawMessage, gen uint64, err error) {
+	if p.o.OnCall != nil {
+		start := time.Now()
+		defer func() { p.o.OnCall(method, time.Since(start), err) }()
+	}
+	return p.call(ctx, method, params, o)
+}
+
+func (p *Proc) call(ctx context.Context, method string, params json.RawMessage, o CallOptions) (json.RawMessage, uint64, error) {
 	r, err := p.running(ctx)
 	if err != nil {
 		return nil, 0, err

@@ -1,8 +1,7 @@
 package verify
 
 import (
-	"context"
-	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"time"
@@ -11,31 +10,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/metrics"
-	"github.com/taskbridge/taskbridge/sep2663"
 )
-
-// CountTransport counts every request sent over a non-HTTP upstream transport (a stdio
-// child) into m's upstream histogram, labelled by its method as the instrumented HTTP
-// transport labels an HTTP upstream's, so verify reads one counter for both.
-func CountTransport(m *metrics.Metrics, t sep2663.Transport) sep2663.Transport {
-	return &countTransport{Transport: t, m: m}
-}
-
-type countTransport struct {
-	sep2663.Transport
-	m *metrics.Metrics
-}
-
-func (c *countTransport) RoundTrip(ctx context.Context, id jsonrpc.ID, body []byte, onMessage func(*jsonrpc.Message)) (json.RawMessage, *jsonrpc.Error, error) {
-	start := time.Now()
-	res, rpcErr, err := c.Transport.RoundTrip(ctx, id, body, onMessage)
-	outcome := "ok"
-	if err != nil {
-		outcome = "transport_error"
-	}
-	c.m.Upstream(gjson.GetBytes(body, "method").Str, outcome, time.Since(start))
-	return res, rpcErr, err
-}
 
 // CountHTTP counts the requests of an HTTP upstream that carry no Mcp-Method header (a
 // 2025-11-25 upstream's: the instrumented transport labels those "other") by the method
@@ -66,3 +41,17 @@ func CountHTTP(m *metrics.Metrics, rt http.RoundTripper) http.RoundTripper {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// CountCall is a child upstream's call hook (child.Options.OnCall): every request either
+// face's client sends the child is counted by its method, as CountTransport and the
+// instrumented HTTP transport count theirs. A JSON-RPC error answer is an answer ("ok").
+func CountCall(m *metrics.Metrics) func(method string, d time.Duration, err error) {
+	return func(method string, d time.Duration, err error) {
+		outcome := "ok"
+		var je *jsonrpc.Error
+		if err != nil && !errors.As(err, &je) {
+			outcome = "transport_error"
+		}
+		m.Upstream(method, outcome, d)
+	}
+}

@@ -22,7 +22,8 @@ type Plan struct {
 		Quick *Tool `yaml:"quick"`
 		// Input is a tool whose task asks the client for input (input_required, an
 		// elicitation): the recovery gate cuts and restarts while it waits. verify
-		// declines every elicitation, so it never confirms what the tool asks.
+		// declines every elicitation, so it never confirms what the tool asks; the
+		// security gate puts a canary in the declining answers' _meta.
 		Input *Tool `yaml:"input"`
 	} `yaml:"tools"`
 	// AcceptSessionScopedListing accepts a configuration without authentication: tasks

@@ -171,7 +171,7 @@ func oneLine(s string) string {
 
 // upstreamCount is the number of upstream requests of method the bridge's upstream
 // client made so far (the instrumented transport's histogram; a stdio upstream counts
-// through CountTransport).
+// through CountCall).
 func upstreamCount(m *metrics.Metrics, method string) int {
 	fams, err := m.Registry().Gather()
 	if err != nil {

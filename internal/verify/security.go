@@ -19,7 +19,8 @@ import (
 
 // securityGate (hard): an authenticated context for task listing; a second principal
 // cannot get, result, cancel or list the first one's tasks and its answers are the bytes
-// of an unknown id; guessed ids; a revoked credential; no credential in the logs.
+// of an unknown id; guessed ids; a forged related-task _meta; a revoked credential; no
+// credential and no input answer in the logs.
 func securityGate(ctx context.Context, r *run) {
 	const g = "security"
 	r.check(ctx, g, "authenticated task listing", func(context.Context) (Result, string) {
@@ -31,6 +32,7 @@ func securityGate(ctx context.Context, r *run) {
 		}
 		return Fail, "task listing without an authenticated context: the configuration has no auth section, so tasks are bound only to sessions; configure auth, or accept it in the plan (accept_session_scoped_listing: true)"
 	})
+	r.check(ctx, g, "input answers never logged", r.answerCanary) // answers.go
 	t := r.tools.slow
 	if t == nil {
 		r.check(ctx, g, "second principal (2025-11-25)", func(context.Context) (Result, string) {
@@ -109,6 +111,9 @@ func securityGate(ctx context.Context, r *run) {
 			}
 		}
 		return Pass, fmt.Sprintf("%d near-miss ids: the unknown-id answer", len(guesses))
+	})
+	r.check(ctx, g, "forged related-task _meta", func(ctx context.Context) (Result, string) {
+		return r.forgedRelatedTask(ctx, *t)
 	})
 	r.check(ctx, g, "second principal (2026-07-28)", func(ctx context.Context) (Result, string) {
 		return r.modernIsolation(ctx, *t)
