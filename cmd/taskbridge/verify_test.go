@@ -124,7 +124,9 @@ func TestVerifyUpstreamCmd(t *testing.T) {
 		t.Fatalf("go build tbfixture: %v\n%s", err, out)
 	}
 	plan := writeFile(t, dir, "plan.yaml", verifyPlan+"accept_session_scoped_listing: true\n")
-	code, out, errOut := runVerifyCmd(t, "--upstream-cmd", bin+" -stdio -poll-ms 100", "--plan", plan, "--json")
+	// audit_retention 0: the record goes at its ttl (the purge check once panicked on it)
+	cfg := writeFile(t, dir, "cfg.yaml", "audit_retention: 0s\n")
+	code, out, errOut := runVerifyCmd(t, "--upstream-cmd", bin+" -stdio -poll-ms 100", "--plan", plan, "--config", cfg, "--json")
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
@@ -142,6 +144,9 @@ func TestVerifyUpstreamCmd(t *testing.T) {
 	}
 	if v := gjson.Get(out, "verdict").Str; v != "pass" {
 		t.Errorf("verdict %s:\n%s", v, out)
+	}
+	if ev := gjson.Get(out, `checks.#(check=="records purged after ttl + retention").evidence`).Str; !strings.Contains(ev, "retention 0s") {
+		t.Errorf("purge check with audit_retention 0: %q", ev)
 	}
 	if up := gjson.Get(out, `facts.#(name=="upstream").value`).Str; up != "child "+bin+" -stdio -poll-ms 100" {
 		t.Errorf("upstream fact %q", up)

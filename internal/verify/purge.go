@@ -39,6 +39,7 @@ func (r *run) purgeAfterRetention(ctx context.Context, t *Tool) (Result, string)
 	if !ok {
 		return Skipped, "the task has no ttl (never purged)"
 	}
+	ttl := exp.Sub(rec.CreatedAt).Round(time.Second)
 	if len(rec.Result) == 0 && len(rec.Error) == 0 {
 		return Fail, "the finished task's record holds no result before its ttl"
 	}
@@ -69,6 +70,5 @@ func (r *run) purgeAfterRetention(ctx context.Context, t *Tool) (Result, string)
 	if _, err := r.o.Store.GetTask(ctx, id); !errors.Is(err, store.ErrNotFound) {
 		return Fail, fmt.Sprintf("the record is still there after ttl + retention (%s): %v", r.o.Retention, err)
 	}
-	ttl := exp.Sub(rec.CreatedAt).Round(time.Second)
 	return Pass, fmt.Sprintf("ttl %s: payload purged, audit part kept; deleted after ttl + retention %s (the store's purge, clock set past each point)", ttl, r.o.Retention)
 }
