@@ -27,7 +27,9 @@ import (
 //     upstream advertises resources.subscribe);
 //   - it is open only while some session has a push channel here (a GET stream, or a
 //     stdio/WebSocket connection) and the filter asks for something; it is re-opened (after
-//     a short debounce) when the URIs change, since a filter is fixed per listen;
+//     a short debounce) when the URIs change, since a filter is fixed per listen, and the
+//     old one is closed only once the new one is acknowledged (a list_changed sent in that
+//     overlap may reach a session twice; a change is never lost to the swap);
 //   - a list_changed notification goes to every session with a push channel, a
 //     resources/updated {uri} to the sessions subscribed to that URI, without the listen's
 //     subscriptionId _meta (a 2025-11-25 client knows no listen);
@@ -51,13 +53,62 @@ const (
 )
 
 // changeState is the Bridge's change relay. once starts the loop; kick (buffer 1) tells it
-// the sessions' push channels or subscriptions changed. mu guards subs.
+// the sessions' push channels or subscriptions changed. mu guards subs, acked and ackCh.
 type changeState struct {
 	once sync.Once
 	kick chan struct{}
 
-	mu   sync.Mutex
-	subs map[string]map[string]struct{} // session id → subscribed URIs
+	mu    sync.Mutex
+	subs  map[string]map[string]struct{} // session id → subscribed URIs
+	acked []string                       // the URIs asked for by the newest acknowledged listen, sorted
+	ackCh chan struct{}                  // closed (and replaced) at each acknowledgement
+}
+
+// subscribeAckWait bounds how long resources/subscribe waits for a listen that covers its
+// URI to be acknowledged upstream.
+const subscribeAckWait = 2 * time.Second
+
+// acknowledged records the filter of a listen the upstream has just acknowledged and wakes
+// the subscribe calls waiting for it.
+func (b *Bridge) acknowledged(f sep2663.SubscriptionFilter) {
+	b.changes.mu.Lock()
+	defer b.changes.mu.Unlock()
+	b.changes.acked = f.ResourceSubscriptions
+	if b.changes.ackCh != nil {
+		close(b.changes.ackCh)
+	}
+	b.changes.ackCh = make(chan struct{})
+}
+
+// awaitCovered waits until a listen asking for uri is acknowledged upstream, for at most
+// subscribeAckWait, so that a change made right after the client's resources/subscribe
+// returns is delivered. It returns at once when the session has no push channel here (its
+// URIs join the listen when one opens).
+func (b *Bridge) awaitCovered(ctx context.Context, session, uri string) {
+	if !slices.Contains(b.face.PushSessions(), session) {
+		return
+	}
+	t := time.NewTimer(subscribeAckWait)
+	defer t.Stop()
+	for {
+		b.changes.mu.Lock()
+		if _, ok := slices.BinarySearch(b.changes.acked, uri); ok {
+			b.changes.mu.Unlock()
+			return
+		}
+		if b.changes.ackCh == nil {
+			b.changes.ackCh = make(chan struct{})
+		}
+		ch := b.changes.ackCh
+		b.changes.mu.Unlock()
+		select {
+		case <-ch:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // changesEnabled reports whether the bridge relays change notifications at all.
@@ -126,13 +177,25 @@ func flag(raw json.RawMessage, key string) bool {
 }
 
 // changeLoop owns the change listen; it runs until the bridge closes (b.wg waits for it).
+// A listen replaced by a new filter is kept open until its successor is acknowledged
+// (make before break), so a change the upstream sends while the filter is swapped still
+// arrives on one of them.
 func (b *Bridge) changeLoop() {
 	defer b.wg.Done()
 	ctx := b.ctx
 	bo := newPushBackoff()
+	var prev func() // stops the replaced listen, if one is still open
+	stopPrev := func() {
+		if prev != nil {
+			prev()
+			prev = nil
+		}
+	}
+	defer stopPrev()
 	for {
 		f := b.changeFilter(ctx)
 		if f.Empty() {
+			stopPrev()
 			select {
 			case <-ctx.Done():
 				return
@@ -143,7 +206,8 @@ func (b *Bridge) changeLoop() {
 				continue
 			}
 		}
-		replaced, delivered, err := b.listenChanges(ctx, f)
+		replaced, delivered, stop, err := b.listenChanges(ctx, f, prev)
+		prev = stop
 		if ctx.Err() != nil {
 			return
 		}
@@ -168,15 +232,25 @@ func (b *Bridge) changeLoop() {
 }
 
 // listenChanges holds one listen with filter f until it ends or the filter changes
-// (replaced). delivered tells whether any notification arrived.
-func (b *Bridge) listenChanges(ctx context.Context, f sep2663.SubscriptionFilter) (replaced, delivered bool, err error) {
+// (replaced). delivered tells whether any notification arrived. prev, when not nil, stops
+// the listen this one replaces: it is called once this one is acknowledged, or when this
+// one ends or is replaced before that. A replaced listen is returned still open, with the
+// stop function its successor calls.
+func (b *Bridge) listenChanges(ctx context.Context, f sep2663.SubscriptionFilter, prev func()) (replaced, delivered bool, stop func(), err error) {
+	var prevOnce sync.Once
+	endPrev := func() {
+		if prev != nil {
+			prevOnce.Do(prev)
+		}
+	}
 	lctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	errc := make(chan error, 1)
 	var mu sync.Mutex
 	go func() {
 		errc <- b.up.Listen(lctx, f, sep2663.RequestMeta{}, sep2663.ChangeHandlers{
 			Ack: func(got sep2663.SubscriptionFilter) {
+				endPrev()
+				b.acknowledged(f)
 				if got.ToolsListChanged != f.ToolsListChanged || got.PromptsListChanged != f.PromptsListChanged ||
 					got.ResourcesListChanged != f.ResourcesListChanged || len(got.ResourceSubscriptions) != len(f.ResourceSubscriptions) {
 					b.log.Info().Msg("upstream honours only part of the change filter it advertises")
@@ -193,14 +267,15 @@ func (b *Bridge) listenChanges(ctx context.Context, f sep2663.SubscriptionFilter
 	for {
 		select {
 		case err := <-errc:
+			cancel()
+			endPrev()
 			mu.Lock()
 			defer mu.Unlock()
-			return false, delivered, err
+			return false, delivered, nil, err
 		case <-b.changes.kick:
 			if !b.sleep(ctx, pushDebounce) || !filterEqual(b.changeFilter(ctx), f) {
-				cancel()
-				<-errc
-				return true, false, nil
+				endPrev()
+				return true, false, func() { cancel(); <-errc }, nil
 			}
 		}
 	}
@@ -266,10 +341,14 @@ func (b *Bridge) resourcesSubscribe(ctx context.Context, sess *legacy.Session, r
 	}
 	if req.Method == "resources/unsubscribe" {
 		b.unsubscribe(sess.ID, uri.Str)
-	} else if err := b.subscribe(sess.ID, uri.Str); err != nil {
+		b.changesKick()
+		return json.RawMessage(`{}`), nil
+	}
+	if err := b.subscribe(sess.ID, uri.Str); err != nil {
 		return nil, err
 	}
 	b.changesKick()
+	b.awaitCovered(ctx, sess.ID, uri.Str) // "subscribed" means: changes from now on arrive
 	return json.RawMessage(`{}`), nil
 }
 

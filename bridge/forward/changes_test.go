@@ -2,6 +2,7 @@ package forward_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -94,6 +95,41 @@ func TestChangeNotificationsReachTheGetStream(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if n := count(a, "notifications/resources/updated"); n != before {
 		t.Errorf("resources/updated after unsubscribe: %d, want %d", n, before)
+	}
+}
+
+// TestSubscribeAnswersOnceCovered: resources/subscribe answers only when a listen asking
+// for its URI is acknowledged upstream, so a change made right after the answer arrives
+// (the listen is re-opened with the new filter, which took a debounce and a round trip that
+// a change made at once used to fall into).
+func TestSubscribeAnswersOnceCovered(t *testing.T) {
+	e := newEnv(t, withListChanged)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a := legacyclient.New(e.url)
+	if _, err := a.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.OpenGetStream(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitListen(t, e, 1) // open, asking for list changes only
+	for i := range 3 {
+		uri := fixture.CounterURI
+		if i > 0 { // the counter is covered already: a new URI makes the filter change again
+			call(t, a, "resources/subscribe", map[string]string{"uri": fmt.Sprintf("fixture://other-%d", i)})
+		} else {
+			call(t, a, "resources/subscribe", map[string]string{"uri": uri})
+		}
+		before := count(a, "notifications/resources/updated")
+		call(t, a, "tools/call", map[string]any{"name": "bump_resource", "arguments": map[string]any{}})
+		deadline := time.Now().Add(3 * time.Second)
+		for count(a, "notifications/resources/updated") == before {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: no resources/updated for a change made right after resources/subscribe answered", i)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 }
 
