@@ -34,7 +34,7 @@ func TestVerifyMcpgoDualEra(t *testing.T) {
 		}
 		return p
 	}
-	plan := write("plan.yaml", "tools:\n  slow: {name: slow_compute, arguments: {seconds: 2, label: verify}}\n"+
+	plan := write("plan.yaml", "tools:\n  slow: {name: slow_compute, arguments: {seconds: 2, label: \"verify ${canary}\"}}\n"+
 		"  quick: {name: greet, arguments: {name: verify}}\n"+
 		"load: {concurrent: 4, pollers: 3}\nstep_timeout: 30s\n")
 	cfg := write("tb.yaml", "max_concurrent_tasks: 4\nauth:\n  api_keys:\n    - {key: \"verify-mcpgo-key-0123456789\", principal: alice}\n")

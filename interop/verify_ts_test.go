@@ -36,7 +36,7 @@ func TestVerifyTSLegacyServer(t *testing.T) {
 		}
 		return p
 	}
-	plan := write("plan.yaml", "tools:\n  slow: {name: slow_compute, arguments: {seconds: 2, label: verify}}\n"+
+	plan := write("plan.yaml", "tools:\n  slow: {name: slow_compute, arguments: {seconds: 2, label: \"verify ${canary}\"}}\n"+
 		"  quick: {name: greet, arguments: {name: verify}}\n  input: {name: multi_input}\nload: {concurrent: 4, pollers: 3}\nstep_timeout: 30s\n")
 	cfg := write("tb.yaml", "max_concurrent_tasks: 4\nauth:\n  api_keys:\n    - {key: \"verify-ts-key-0123456789\", principal: alice}\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

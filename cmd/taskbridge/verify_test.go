@@ -27,7 +27,7 @@ import (
 // for cancels and restarts to land while it works; multi_input asks two questions as a
 // task (input_required), which verify declines.
 const verifyPlan = `tools:
-  slow: {name: slow_compute, arguments: {seconds: 2, label: verify}}
+  slow: {name: slow_compute, arguments: {seconds: 2, label: "verify ${canary}"}}
   quick: {name: greet, arguments: {name: verify}}
   input: {name: multi_input}
 load: {concurrent: 4, pollers: 3}
@@ -93,6 +93,10 @@ func TestVerifyFixturePasses(t *testing.T) {
 	}
 	if line := lineWith(out, "input during restart"); !strings.Contains(line, "the upstream got 2 tasks/update") {
 		t.Errorf("two questions, each answered twice: %q", line)
+	}
+	// the plan's label carries a canary: the arguments check runs and passes
+	if line := lineWith(out, "arguments never logged"); !strings.Contains(line, " pass ") {
+		t.Errorf("arguments never logged did not pass: %q", line)
 	}
 	// the expired-ttl check runs (a 1 s ttl on the 2025-11-25 face), it is not skipped
 	if line := lineWith(out, "expired ttl"); !strings.Contains(line, " pass ") || !strings.Contains(line, "-32602") {

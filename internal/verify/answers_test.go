@@ -58,20 +58,23 @@ func (e *testEngine) Close(ctx context.Context) error { return e.b.Close(ctx) }
 // TestAnswerCanary (issue 19): with the plan's input tool (the fixture's multi_input: two
 // elicitations), "input answers never logged" passes against an honest bridge, and fails
 // against one that logs request bodies at debug level; without an input tool it is skipped
-// with the reason.
+// with the reason. "arguments never logged" goes the same way with the quick tool's
+// argument marked ${canary} (greet echoes it in its result too), and is skipped without one.
 func TestAnswerCanary(t *testing.T) {
 	fx := fixture.New(fixture.Options{Scale: 0.1, PollIntervalMs: 100})
 	up := httptest.NewServer(fx)
 	t.Cleanup(func() { up.Close(); fx.Close() })
+	marked := &Tool{Name: "greet", Arguments: map[string]any{"name": "x-" + CanaryPlaceholder}}
 	for _, c := range []struct {
 		name  string
 		input *Tool
+		quick *Tool
 		leaky bool
 		want  Result
 	}{
-		{"honest", &Tool{Name: "multi_input"}, false, Pass},
-		{"leaky", &Tool{Name: "multi_input"}, true, Fail},
-		{"no input tool", nil, false, Skipped},
+		{"honest", &Tool{Name: "multi_input"}, marked, false, Pass},
+		{"leaky", &Tool{Name: "multi_input"}, marked, true, Fail},
+		{"no input tool", nil, &Tool{Name: "greet", Arguments: map[string]any{"name": "verify"}}, false, Skipped},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "v.db"))
@@ -97,7 +100,7 @@ func TestAnswerCanary(t *testing.T) {
 				return &testEngine{Door: door, b: fb, leaky: c.leaky, log: log}, nil
 			}
 			plan := &Plan{StepTimeout: 20 * time.Second}
-			plan.Tools.Input = c.input
+			plan.Tools.Input, plan.Tools.Quick = c.input, c.quick
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			rep, err := Run(ctx, Options{Start: start, Metrics: m, Logs: logs.Bytes, Plan: plan, Store: st, Retention: 720 * time.Hour,
@@ -105,15 +108,20 @@ func TestAnswerCanary(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, ch := range rep.Checks {
-				if ch.Gate == "security" && ch.Check == "input answers never logged" {
-					if ch.Result != c.want {
-						t.Errorf("%s: %s (%s), want %s", c.name, ch.Result, ch.Evidence, c.want)
+			for _, name := range []string{"input answers never logged", "arguments never logged"} {
+				found := false
+				for _, ch := range rep.Checks {
+					if ch.Gate == "security" && ch.Check == name {
+						found = true
+						if ch.Result != c.want {
+							t.Errorf("%s: %s: %s (%s), want %s", c.name, name, ch.Result, ch.Evidence, c.want)
+						}
 					}
-					return
+				}
+				if !found {
+					t.Errorf("no check %q in %+v", name, rep.Checks)
 				}
 			}
-			t.Fatalf("no input answers check in %+v", rep.Checks)
 		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -40,6 +41,54 @@ type Plan struct {
 	StepTimeout time.Duration `yaml:"step_timeout"`
 
 	hash string
+}
+
+// CanaryPlaceholder in a plan argument's string value is replaced by a random secret of
+// the run before the tool is called; the security gate then looks for that secret in the
+// bridge's log ("arguments never logged").
+const CanaryPlaceholder = "${canary}"
+
+// withCanary returns a copy of p whose tool arguments have every CanaryPlaceholder
+// replaced by secret, and how many string values carried one.
+func (p *Plan) withCanary(secret string) (*Plan, int) {
+	q := *p
+	n := 0
+	for _, t := range []**Tool{&q.Tools.Slow, &q.Tools.Quick, &q.Tools.Input} {
+		if *t == nil {
+			continue
+		}
+		c := **t
+		if a, ok := plantCanary(c.Arguments, secret, &n).(map[string]any); ok {
+			c.Arguments = a
+		}
+		*t = &c
+	}
+	return &q, n
+}
+
+// plantCanary copies v (a decoded YAML value) with the placeholder replaced in its strings.
+func plantCanary(v any, secret string, n *int) any {
+	switch v := v.(type) {
+	case string:
+		if strings.Contains(v, CanaryPlaceholder) {
+			*n++
+			return strings.ReplaceAll(v, CanaryPlaceholder, secret)
+		}
+		return v
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = plantCanary(e, secret, n)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = plantCanary(e, secret, n)
+		}
+		return out
+	}
+	return v
 }
 
 // Tool is one tool the plan names, with its arguments.

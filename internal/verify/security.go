@@ -149,6 +149,24 @@ func securityGate(ctx context.Context, r *run) {
 		}
 		return Pass, fmt.Sprintf("neither principal's credential in %d bytes of debug log", len(logs))
 	})
+	r.check(ctx, g, "arguments never logged", r.argumentCanary)
+}
+
+// argumentCanary: the plan's arguments marked CanaryPlaceholder carried a secret on every
+// call verify made so far (and, where the tool echoes them, in its results); the secret
+// must not be in the bridge's log.
+func (r *run) argumentCanary(context.Context) (Result, string) {
+	if r.argCanaries == 0 {
+		return Skipped, "the plan marks no argument with " + CanaryPlaceholder + " (docs/verify.md, the plan)"
+	}
+	if r.o.Logs == nil {
+		return Skipped, "the bridge's log is not available"
+	}
+	logs := r.o.Logs()
+	if bytes.Contains(logs, []byte(r.argCanary)) {
+		return Fail, "a canary planted in a tool's arguments appears in the bridge's log"
+	}
+	return Pass, fmt.Sprintf("%d plan argument(s) carried a canary on every call; not in %d bytes of debug log", r.argCanaries, len(logs))
 }
 
 // modernIsolation: principal 2 asks for principal 1's 2026-07-28 task. The modern

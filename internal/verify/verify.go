@@ -86,7 +86,10 @@ type run struct {
 	tools *toolInfo
 
 	baseline map[string]string // face → how the task tool's task ends without a restart
-	restarts int
+
+	argCanary   string // the secret that replaced the plan's CanaryPlaceholder
+	argCanaries int    // how many plan arguments carried it
+	restarts    int
 
 	mu      sync.Mutex
 	created int // task-augmented or plain tools/call verify sent that reach the upstream
@@ -110,7 +113,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if plan == nil {
 		plan = &Plan{}
 	}
-	r := &run{o: o, plan: plan.withDefaults(), rep: newReport(o, plan), baseline: map[string]string{}}
+	r := &run{o: o, rep: newReport(o, plan), baseline: map[string]string{}, argCanary: canary("arg")}
+	r.plan, r.argCanaries = plan.withDefaults().withCanary(r.argCanary)
 	if err := r.principals(); err != nil {
 		return nil, err
 	}
