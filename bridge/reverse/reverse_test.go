@@ -123,7 +123,7 @@ func TestReverseBothErasOneEndpoint(t *testing.T) {
 	go func() { // modern
 		defer wg.Done()
 		mc := sep2663.NewClient(sep2663.ClientOptions{URL: url})
-		out, err := mc.CallTool(ctx, json.RawMessage(`{"name":"confirm_delete","arguments":{"filename":"new.txt"}}`), sep2663.RequestMeta{}, nil)
+		out, err := mc.CallTool(ctx, json.RawMessage(`{"name":"confirm_delete","arguments":{"filename":"new.txt"}}`), sep2663.RequestMeta{ClientCapabilities: json.RawMessage(`{"elicitation":{}}`)}, nil)
 		if err != nil || out.Kind != sep2663.KindTask {
 			t.Errorf("modern tools/call: %v %+v", err, out)
 			return
