@@ -242,7 +242,7 @@ func (r *Reverse) owner(req *sep2663.Request) string { return sessions.ModernOwn
 // initialized with exactly that set, so a 2025-11-25 upstream learns what this caller can
 // answer, and callers that declare different sets never share a session. The number of
 // sessions per owner is bounded by the number of distinct sets (mapping.InputCaps: at most
-// 48), and sessions come and go as before (re-initialized when gone, closed with the route).
+// 40), and sessions come and go as before (re-initialized when gone, closed with the route).
 func (r *Reverse) poolKey(req *sep2663.Request) string {
 	return sessionKey(r.owner(req), mapping.InputCapsOf(req.CapabilitiesRaw))
 }
