@@ -301,7 +301,7 @@ func TestErrorTextForwardRoute(t *testing.T) {
 	t.Cleanup(fx.Close)
 	up := newFailingUpstream(t, fx)
 	storeArg := "sqlite:" + filepath.Join(t.TempDir(), "tb.db")
-	base, admin := serveInProcessAt(t, up.url(), storeArg, "--create-timeout", "2s", "--status-timeout", "2s", "--cancel-timeout", "1s")
+	base, admin := serveInProcessAt(t, up.url(), storeArg, "--create-timeout", "2s", "--status-timeout", "2s", "--cancel-timeout", "1s", "--drain-timeout", "1s")
 	mcp := base + "/mcp"
 	_, sid := legacyRPC(t, mcp, "", "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"errtext","version":"1"}}`)
 	created, _ := legacyRPC(t, mcp, sid, "tools/call", `{"name":"long_job","arguments":{"seconds":600},"task":{}}`)
@@ -328,7 +328,7 @@ func TestErrorTextReverseRoute(t *testing.T) {
 		pr.Out.URL.Path = target.Path
 	}})
 	storeArg := "sqlite:" + filepath.Join(t.TempDir(), "tb.db")
-	base, admin := serveInProcessAt(t, up.url(), storeArg, "--create-timeout", "2s", "--status-timeout", "2s", "--cancel-timeout", "1s")
+	base, admin := serveInProcessAt(t, up.url(), storeArg, "--create-timeout", "2s", "--status-timeout", "2s", "--cancel-timeout", "1s", "--drain-timeout", "1s")
 	mcp := base + "/mcp"
 	created := rawModern(t, mcp, "tools/call", `{"name":"slow_compute","arguments":{"seconds":600}}`)
 	long := created.Get("result.taskId").Str
