@@ -348,15 +348,15 @@ export function createServer() {
         'confirm_delete',
         {
             description: 'Asks for confirmation via elicitation inside the task (taskSupport required)',
-            inputSchema: { filename: z.string(), delayMs: z.number().optional() },
+            inputSchema: { filename: z.string() },
             execution: { taskSupport: 'required' }
         },
         {
-            createTask: async ({ filename, delayMs }, extra) => {
+            createTask: async ({ filename }, extra) => {
                 const task = await createFixtureTask('confirm_delete', extra);
                 const taskId = task.taskId;
                 runDetached(taskId, async () => {
-                    await sleep(delayMs ?? 100);
+                    await sleep(100);
                     if (await isCancelled(taskId)) return;
                     const message = `Delete ${filename}?`;
                     await extra.taskStore.updateTaskStatus(taskId, 'input_required', message);

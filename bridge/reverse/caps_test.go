@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/taskbridge/taskbridge/bridge/reverse"
 	"github.com/taskbridge/taskbridge/sep2663"
-	"github.com/taskbridge/taskbridge/store/sqlite"
 )
 
 // observed is what legacy-server.mjs saw of its clients (GET /observed).
@@ -97,42 +95,5 @@ func TestReverseUndeclaredTaskInputFailsTask(t *testing.T) {
 	}
 	if refusal.Get("code").Int() != -32601 || !strings.Contains(refusal.Get("message").Str, "did not declare the elicitation capability") {
 		t.Errorf("upstream's view of its elicitation: %s, want a -32601 saying elicitation was not declared", refusal.Raw)
-	}
-}
-
-// TestReverseAdoptedSessionKeepsCapabilities pins issue 16 item 6 (1, restart): the
-// capability set lives on the task's record, so a bridge restarted on the same store,
-// which adopts the task's upstream session without a new initialize, still checks the
-// task's input against what its creator declared. confirm_delete asks only after 1.5 s,
-// by when the first bridge is gone.
-func TestReverseAdoptedSessionKeepsCapabilities(t *testing.T) {
-	up := startLegacyUpstream(t)
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "b.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	ctx := context.Background()
-	r1, url1 := newReverseOn(t, up, st)
-	out, err := sep2663.NewClient(sep2663.ClientOptions{URL: url1}).CallTool(ctx,
-		json.RawMessage(`{"name":"confirm_delete","arguments":{"filename":"x.txt","delayMs":1500}}`),
-		sep2663.RequestMeta{ClientCapabilities: json.RawMessage(`{"sampling":{}}`)}, nil)
-	if err != nil || out.Kind != sep2663.KindTask {
-		t.Fatalf("tools/call: %v %+v", err, out)
-	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := r1.Close(cctx); err != nil {
-		t.Fatal(err)
-	}
-	_, url2 := newReverseOn(t, up, st)
-	dt := pollModern(t, sep2663.NewClient(sep2663.ClientOptions{URL: url2}), out.Task.TaskID, func(d *sep2663.DetailedTask) bool {
-		if len(d.InputRequests) > 0 {
-			t.Errorf("undeclared input relayed after the restart: %+v", d.InputRequests)
-		}
-		return d.Status.IsTerminal()
-	})
-	if dt.Status != sep2663.StatusFailed || !strings.Contains(dt.StatusMessage, "client capability elicitation") {
-		t.Errorf("after the restart: task %s %q, want failed naming the elicitation capability", dt.Status, dt.StatusMessage)
 	}
 }
