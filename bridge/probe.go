@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 
 	"github.com/tidwall/gjson"
@@ -31,6 +32,32 @@ type ProbeClients struct {
 // ErrUpstreamUnreachable wraps the failure of a probe that reached neither face.
 var ErrUpstreamUnreachable = errors.New("upstream not reachable")
 
+// ErrUpstreamInvalid wraps the failure of a probe whose upstream answered, but not with
+// JSON-RPC: the upstream is reachable, and "not reachable" would send the operator to the
+// network (issue 16 item 17).
+var ErrUpstreamInvalid = errors.New("invalid upstream reply")
+
+// noAnswer is the class of a probe failure: ErrUpstreamInvalid for a reply that is not
+// JSON-RPC, else ErrUpstreamUnreachable.
+func noAnswer(err error) error {
+	if errors.Is(err, upstream.ErrInvalidReply) {
+		return ErrUpstreamInvalid
+	}
+	return ErrUpstreamUnreachable
+}
+
+// peerError is a probe failure as people read it (probe, config check): each JSON-RPC
+// error the upstream answered reads "answered -32001: message", not Go's "jsonrpc error
+// -32001: message", so a line naming both faces' answers never carries that prefix twice
+// (issue 16 item 17). errors.Is and errors.As see the failure itself.
+type peerError struct{ err error }
+
+func (e peerError) Error() string { return goRPCText.ReplaceAllString(e.err.Error(), "answered $1: ") }
+func (e peerError) Unwrap() error { return e.err }
+
+// goRPCText is the text jsonrpc.Error.Error gives.
+var goRPCText = regexp.MustCompile(`jsonrpc error (-?\d+): `)
+
 // Probe reads both faces of the upstream:
 //
 //	server/discover answered with 2026-07-28 listed     → modern face (tools/list on it)
@@ -47,6 +74,14 @@ var ErrUpstreamUnreachable = errors.New("upstream not reachable")
 // server); never when the server listed its versions and none is a 2025 revision. An answer is the legacy face (tools/list on it; the session is closed after);
 // a refusal means none. The error wraps ErrUpstreamUnreachable when no face answered.
 func Probe(ctx context.Context, c ProbeClients) (fallback.Shape, error) {
+	s, err := probe(ctx, c)
+	if err != nil {
+		return s, peerError{err}
+	}
+	return s, nil
+}
+
+func probe(ctx context.Context, c ProbeClients) (fallback.Shape, error) {
 	var s fallback.Shape
 	d, derr := c.Modern.Discover(ctx)
 	if retryable(derr) {
@@ -58,7 +93,7 @@ func Probe(ctx context.Context, c ProbeClients) (fallback.Shape, error) {
 		if err := listTools(ctx, &m, func(p json.RawMessage) (json.RawMessage, error) {
 			return c.Modern.Call(ctx, "tools/list", p, sep2663.RequestMeta{}, nil)
 		}); err != nil && !isRPC(err) {
-			return s, fmt.Errorf("%w: %w", ErrUpstreamUnreachable, err)
+			return s, fmt.Errorf("%w: %w", noAnswer(err), err)
 		}
 		s.Modern = &m
 	case derr == nil, fallback.DiscoverMeansLegacy(derr):
@@ -69,7 +104,7 @@ func Probe(ctx context.Context, c ProbeClients) (fallback.Shape, error) {
 			SupportedVersions: supportedOf(je), Extensions: []string{}, TaskOperations: []string{}, Tools: []fallback.Tool{}}
 		s.Modern = &m
 	default:
-		return s, fmt.Errorf("%w: server/discover: %w", ErrUpstreamUnreachable, derr)
+		return s, fmt.Errorf("%w: server/discover: %w", noAnswer(derr), derr)
 	}
 	if !legacyUseful(s.Modern, d) || c.Legacy == nil {
 		return s, nil
@@ -79,7 +114,7 @@ func Probe(ctx context.Context, c ProbeClients) (fallback.Shape, error) {
 	case err == nil:
 		s.Legacy = l
 	case s.Modern == nil && !refused(err):
-		return s, fmt.Errorf("%w: server/discover: %v; initialize: %w", ErrUpstreamUnreachable, derr, err)
+		return s, fmt.Errorf("%w: server/discover: %v; initialize: %w", noAnswer(err), derr, err)
 	case s.Modern == nil:
 		return s, fmt.Errorf("%w: server/discover: %v; initialize: %w", fallback.ErrNoFace, derr, err)
 	}

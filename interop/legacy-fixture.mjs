@@ -56,6 +56,10 @@ class FixtureTaskStore extends InMemoryTaskStore {
 export const taskStore = new FixtureTaskStore();
 const taskMessageQueue = new InMemoryTaskMessageQueue();
 export const stats = {};
+// What the fixture saw of its clients (GET /observed in legacy-server.mjs): the
+// capabilities of every initialize, and every error a client answered an input request
+// with ({tool, code, message}).
+export const observed = { initializes: [], inputErrors: [] };
 const count = name => {
     stats[name] = (stats[name] ?? 0) + 1;
 };
@@ -378,6 +382,7 @@ export function createServer() {
                         );
                     } catch (e) {
                         log(`confirm_delete elicitation failed: ${e.message}`);
+                        observed.inputErrors.push({ tool: 'confirm_delete', code: e.code ?? null, message: e.message });
                         await finish(extra, taskId, 'failed', {
                             content: [{ type: 'text', text: `Elicitation failed: ${e.message}` }],
                             isError: true

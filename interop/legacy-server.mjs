@@ -12,12 +12,14 @@
 // GET /stats -> {"greet":1,"slow_compute":2,...} (executions per tool, and "responses": the
 // JSON-RPC responses clients POSTed, i.e. answers to the server's questions, counted as they
 // arrive, duplicates included); DELETE /stats resets.
+// GET /observed -> {"initializes":[<capabilities>...],"inputErrors":[{tool,code,message}...]}
+// (what clients declared, and how they refused input requests).
 // GET /healthz -> "ok".
 import http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
-import { argValue, createServer, log, stats, taskStore } from './legacy-fixture.mjs';
+import { argValue, createServer, log, observed, stats, taskStore } from './legacy-fixture.mjs';
 
 const port = Number(argValue('--port', '0'));
 const host = argValue('--host', '127.0.0.1');
@@ -51,6 +53,11 @@ const httpServer = http.createServer(async (req, res) => {
             res.end(JSON.stringify(stats));
             return;
         }
+        if (url.pathname === '/observed') {
+            res.writeHead(200, { 'Content-Type': 'application/json' });
+            res.end(JSON.stringify(observed));
+            return;
+        }
         if (url.pathname === '/healthz') {
             res.writeHead(200, { 'Content-Type': 'text/plain' });
             res.end('ok');
@@ -80,6 +87,7 @@ const httpServer = http.createServer(async (req, res) => {
                 return await t.handleRequest(req, res, body);
             }
             if (!isInitializeRequest(body)) return jsonError(res, 400, -32000, 'Bad Request: No valid session ID provided');
+            observed.initializes.push(body.params?.capabilities ?? null);
             const transport = new StreamableHTTPServerTransport({
                 sessionIdGenerator: () => randomUUID(),
                 onsessioninitialized: id => {

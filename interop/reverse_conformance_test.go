@@ -46,11 +46,8 @@ var revScenarios = []string{
 // revExpectedFailures are the scenarios that fail through the reverse route, each with why.
 // An entry that starts passing fails the test: remove it then.
 var revExpectedFailures = map[string]string{
-	// The tool asks for every kind the upstream session's initialize declared; that session
-	// declares elicitation, sampling and roots for every caller, so the bridge sees an
-	// elicitation the request (sampling only) did not declare and answers -32021. Passes once
-	// upstream sessions declare the caller's capabilities (issue 16 item 6).
-	"input-required-result-capability-check": "waits on issue 16 item 6: the upstream session declares elicitation for a caller that declared only sampling",
+	// (input-required-result-capability-check passes since the upstream sessions declare the
+	// caller's capabilities: issue 16 item 6.)
 }
 
 // revSkippedBySuite are the scenarios the suite itself skips (every check SKIPPED).

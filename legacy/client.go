@@ -473,6 +473,7 @@ type Pool struct {
 	// closed refuses new sessions after Close.
 	closed bool
 	onOpen func(key string, s *UpstreamSession)
+	caps   func(key string) json.RawMessage
 }
 
 type poolEntry struct {
@@ -493,6 +494,28 @@ func (p *Pool) OnOpen(f func(key string, s *UpstreamSession)) {
 	p.mu.Unlock()
 }
 
+// DeclareFor sets the ClientCapabilities each session the pool opens from now on declares
+// in initialize: f(key) for key's session (the reverse route keys its sessions by caller and
+// capability set, so the upstream learns what each caller can answer). Without it, a
+// session declares the Client's own capabilities. Over a StdioTransport the child's one
+// session is initialized with the Client's own, whatever f says.
+func (p *Pool) DeclareFor(f func(key string) json.RawMessage) {
+	p.mu.Lock()
+	p.caps = f
+	p.mu.Unlock()
+}
+
+// connect opens key's session.
+func (p *Pool) connect(ctx context.Context, key string) (*UpstreamSession, error) {
+	p.mu.Lock()
+	caps := p.caps
+	p.mu.Unlock()
+	if caps == nil {
+		return p.c.Connect(ctx)
+	}
+	return p.c.ConnectAs(ctx, InitializeParams{ProtocolVersion: ProtocolVersion, Capabilities: caps(key), ClientInfo: p.c.info})
+}
+
 // Client returns the pool's client.
 func (p *Pool) Client() *Client { return p.c }
 
@@ -510,7 +533,7 @@ func (p *Pool) Get(ctx context.Context, key string) (*UpstreamSession, error) {
 			e = &poolEntry{ready: make(chan struct{})}
 			p.m[key] = e
 			p.mu.Unlock()
-			e.s, e.err = p.c.Connect(context.WithoutCancel(ctx))
+			e.s, e.err = p.connect(context.WithoutCancel(ctx), key)
 			close(e.ready)
 			if e.err != nil {
 				p.forget(key, e)

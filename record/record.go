@@ -79,16 +79,22 @@ type Task struct {
 	// UpstreamSessionID is the upstream's Mcp-Session-Id the task lives in (reverse route:
 	// a 2025-11-25 task exists only in its session); empty for the other modes.
 	UpstreamSessionID string
-	Mode              Mode
-	Tool              string
-	ArgsHash          string // hex sha-256 of the arguments; arguments themselves are never stored
-	Status            Status
-	StatusMessage     string
-	CreatedAt         time.Time
-	LastUpdatedAt     time.Time
-	TTLMs             *int64 // nil: unlimited
-	PollIntervalMs    int64  // what legacy clients are told
-	UpstreamPollMs    int64  // what the upstream asked for (0 if unknown)
+	// ClientCaps (reverse route) is the normalized capability set the creating request
+	// declared (mapping.InputCaps, canonical JSON), which its upstream session was
+	// initialized with: the upstream's input requests for the task are checked against it,
+	// after a restart too. Written once, at create; "" for the other modes and for records
+	// written before it was kept.
+	ClientCaps     string
+	Mode           Mode
+	Tool           string
+	ArgsHash       string // hex sha-256 of the arguments; arguments themselves are never stored
+	Status         Status
+	StatusMessage  string
+	CreatedAt      time.Time
+	LastUpdatedAt  time.Time
+	TTLMs          *int64 // nil: unlimited
+	PollIntervalMs int64  // what legacy clients are told
+	UpstreamPollMs int64  // what the upstream asked for (0 if unknown)
 	// Result is the CallToolResult to hand out from tasks/result (set when completed, or
 	// when failed through a tool error with isError:true).
 	Result json.RawMessage

@@ -100,7 +100,7 @@ func (r *Reverse) toolsCall(ctx context.Context, req *sep2663.Request) (json.Raw
 	params := p.Encode()
 	intent := ""
 	if asTask {
-		rec, err := r.newIntent(ctx, owner, name.Str, req.Params)
+		rec, err := r.newIntent(ctx, owner, name.Str, req.Params, mapping.InputCapsOf(req.CapabilitiesRaw))
 		if err != nil {
 			release()
 			return nil, err
@@ -139,6 +139,7 @@ func (r *Reverse) promptsGet(ctx context.Context, req *sep2663.Request) (json.Ra
 // inputResponses answer the questions the upstream names the same way before they are
 // shown (inputBox.preset); its reply stream gets the call's progress from the start.
 func (r *Reverse) startCall(req *sep2663.Request, owner, tool string, params json.RawMessage, intent string, release func()) *heldCall {
+	key := r.poolKey(req) // the caller's session: its owner and declared capabilities
 	hc := &heldCall{
 		state: ids.NewTaskID(), owner: owner, method: req.Method, asTask: intent != "", tool: tool, intent: intent,
 		box:  newInputBox("mrtr-", r.cfg.Now),
@@ -157,7 +158,7 @@ func (r *Reverse) startCall(req *sep2663.Request, owner, tool string, params jso
 		if hc.asTask {
 			defer r.creatingStarted(owner)() // until the task is registered (getstream.go)
 		}
-		res, sess, err := r.pool.Call(cctx, owner, hc.method, params, legacy.CallOptions{OnRequest: hc.box.handler(), OnNotify: r.callNotify(hc)})
+		res, sess, err := r.pool.Call(cctx, key, hc.method, params, legacy.CallOptions{OnRequest: hc.box.handler(), OnNotify: r.callNotify(hc)})
 		release()
 		hc.res, hc.err = res, err
 		if hc.asTask {
@@ -341,29 +342,12 @@ func (r *Reverse) callOutcome(hc *heldCall) (json.RawMessage, error) {
 }
 
 // undeclaredInput is the -32021 for the first input request whose kind the client's
-// capabilities lack (elicitation, its URL mode, sampling, roots), or nil.
+// capabilities lack (elicitation, its form or URL mode, sampling, sampling with tools,
+// roots: mapping.InputCaps.Missing), or nil.
 func undeclaredInput(caps json.RawMessage, reqs sep2663.InputRequests) error {
+	set := mapping.InputCapsOf(caps)
 	for _, in := range reqs {
-		need, required := "", map[string]any{}
-		switch in.Method {
-		case "elicitation/create":
-			el := gjson.GetBytes(caps, "elicitation")
-			switch {
-			case gjson.GetBytes(in.Params, "mode").Str == "url" && !el.Get("url").Exists():
-				need, required["elicitation"] = "elicitation.url", map[string]any{"url": map[string]any{}}
-			case !el.Exists():
-				need, required["elicitation"] = "elicitation", map[string]any{}
-			}
-		case "sampling/createMessage":
-			if !gjson.GetBytes(caps, "sampling").Exists() {
-				need, required["sampling"] = "sampling", map[string]any{}
-			}
-		case "roots/list":
-			if !gjson.GetBytes(caps, "roots").Exists() {
-				need, required["roots"] = "roots", map[string]any{}
-			}
-		}
-		if need != "" {
+		if need, required := set.Missing(in.Method, in.Params); need != "" {
 			return sep2663.ErrMissingCapability.Wrapf("the tool asked for %s, which needs the client capability %s, not declared in this request", in.Method, need).
 				WithData(map[string]any{"requiredCapabilities": required})
 		}

@@ -23,3 +23,12 @@ func UpstreamTaskID(r *Reverse, id string) string {
 	}
 	return rec.UpstreamTaskID
 }
+
+// ClientCaps is the capability set recorded for the bridge task id ("" when unknown).
+func ClientCaps(r *Reverse, id string) string {
+	rec, err := r.st.GetTask(context.Background(), id)
+	if err != nil {
+		return ""
+	}
+	return rec.ClientCaps
+}

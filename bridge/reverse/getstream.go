@@ -28,6 +28,7 @@ import (
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/legacy"
+	"github.com/taskbridge/taskbridge/mapping"
 	"github.com/taskbridge/taskbridge/record"
 )
 
@@ -36,8 +37,11 @@ import (
 const attributeWait = 2 * time.Second
 
 // onSessionOpen is the pool's hook: hold the new session's GET stream open until the
-// route closes or the session is gone. key is the pool key: the owner.
+// route closes or the session is gone. key is the pool key: the owner and the capability
+// set the session declared (poolKey; the owner alone for the empty set, the session the
+// owner's listens subscribe in: listen.go).
 func (r *Reverse) onSessionOpen(key string, s *legacy.UpstreamSession) {
+	owner, caps := splitKey(key)
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -47,11 +51,13 @@ func (r *Reverse) onSessionOpen(key string, s *legacy.UpstreamSession) {
 	r.mu.Unlock()
 	go func() {
 		defer r.wg.Done()
+		// listen.go keys the listens by owner, and subscribes in the owner's capability-less
+		// session (key == owner); a session of a capability set relays none of them.
 		r.resubscribe(key, s) // listen.go: the open listens' URIs, in this new session
 		err := s.Listen(r.ctx, legacy.ListenOptions{
 			OnNotify:  func(m *jsonrpc.Message) { r.changeNotify(key, m) }, // listen.go
-			OnRequest: r.streamRequest(key, s),
-			Claims:    func(m *jsonrpc.Message) bool { return r.taskForStream(r.ctx, key, s, m) != nil },
+			OnRequest: r.streamRequest(owner, caps, s),
+			Claims:    func(m *jsonrpc.Message) bool { return r.taskForStream(r.ctx, owner, s, m) != nil },
 			OnOpen:    func() { r.cfg.Metrics.GetStreamOpened("reverse") },
 		})
 		if r.ctx.Err() == nil {
@@ -60,14 +66,21 @@ func (r *Reverse) onSessionOpen(key string, s *legacy.UpstreamSession) {
 	}()
 }
 
-// streamRequest answers a server request from s's GET stream through the task it belongs to.
-func (r *Reverse) streamRequest(owner string, s *legacy.UpstreamSession) legacy.RequestHandler {
+// streamRequest answers a server request from s's GET stream through the task it belongs
+// to. caps is what s declared: a request without related-task _meta of a kind s did not
+// declare belongs to no task (a conforming upstream would not send it) and is refused at
+// once (undeclaredAnswer), never attached to a task; one that names its task is checked
+// against that task's creator (inputHandler).
+func (r *Reverse) streamRequest(owner string, caps mapping.InputCaps, s *legacy.UpstreamSession) legacy.RequestHandler {
 	return func(ctx context.Context, m *jsonrpc.Message) (json.RawMessage, error) {
 		if m.Method == "ping" {
 			return json.RawMessage(`{}`), nil
 		}
 		if !inputMethods[m.Method] {
 			return nil, jsonrpc.ErrMethodNotFound.Wrapf("%s", m.Method)
+		}
+		if need, _ := caps.Missing(m.Method, m.Params); need != "" && relatedTask(m) == "" {
+			return nil, undeclaredAnswer(m.Method, need)
 		}
 		rec := r.taskForStream(ctx, owner, s, m)
 		for deadline := time.Now().Add(attributeWait); rec == nil && r.creatingFor(owner) && time.Now().Before(deadline); {
@@ -89,7 +102,7 @@ func (r *Reverse) streamRequest(owner string, s *legacy.UpstreamSession) legacy.
 // the one its related-task _meta names, else the newest unsettled one this process holds;
 // nil when there is none.
 func (r *Reverse) taskForStream(ctx context.Context, owner string, s *legacy.UpstreamSession, m *jsonrpc.Message) *record.Task {
-	related := gjson.GetBytes(m.Params, `_meta.io\.modelcontextprotocol/related-task.taskId`).Str
+	related := relatedTask(m)
 	r.mu.Lock()
 	ids := make([]string, 0, len(r.holders))
 	for id := range r.holders {
@@ -113,6 +126,11 @@ func (r *Reverse) taskForStream(ctx context.Context, owner string, s *legacy.Ups
 		}
 	}
 	return best
+}
+
+// relatedTask is the upstream task id a server request's related-task _meta names, or "".
+func relatedTask(m *jsonrpc.Message) string {
+	return gjson.GetBytes(m.Params, `_meta.io\.modelcontextprotocol/related-task.taskId`).Str
 }
 
 // creatingFor reports whether a task-creating tools/call of owner is in flight, or ended

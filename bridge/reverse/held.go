@@ -125,7 +125,8 @@ var inputMethods = map[string]bool{"elicitation/create": true, "sampling/createM
 // inputHandler answers the server requests on a task's tasks/result stream: ping at once,
 // an input request by recording it (answered later by its id: ErrNoReply), anything else
 // -32601. A request the task's client already answered (an upstream that sends it again on
-// a new stream) gets the stored answer again.
+// a new stream) gets the stored answer again. A request of a kind the task's creator did
+// not declare is never recorded: it fails the task (failUndeclared, caps.go).
 func (r *Reverse) inputHandler(rec *record.Task, sess *legacy.UpstreamSession) legacy.RequestHandler {
 	return func(ctx context.Context, m *jsonrpc.Message) (json.RawMessage, error) {
 		if m.Method == "ping" {
@@ -133,6 +134,9 @@ func (r *Reverse) inputHandler(rec *record.Task, sess *legacy.UpstreamSession) l
 		}
 		if !inputMethods[m.Method] {
 			return nil, jsonrpc.ErrMethodNotFound.Wrapf("%s", m.Method)
+		}
+		if need, required := capsOf(rec).Missing(m.Method, m.Params); need != "" {
+			return nil, r.failUndeclared(ctx, rec, sess, m, need, required)
 		}
 		now := r.cfg.Now().UTC()
 		in := record.Input{TaskID: rec.ID, Key: inputKey(m.ID.Raw()), Method: m.Method,

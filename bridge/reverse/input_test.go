@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,4 +104,26 @@ func keys(m sep2663.InputRequests) []string {
 	}
 	slices.Sort(ks)
 	return ks
+}
+
+// TestUndeclaredURLElicitationSaysSo pins issue 16 item 17 on the reverse route: a held
+// call's URL-mode elicitation for a client that declared only form mode is refused with a
+// -32021 whose message names elicitation.url (not just "elicitation", which it declared),
+// and whose requiredCapabilities ask for exactly that mode.
+func TestUndeclaredURLElicitationSaysSo(t *testing.T) {
+	for _, caps := range []string{`{"elicitation":{"form":{}}}`, `{}`} {
+		err := undeclaredInput(json.RawMessage(caps), map[string]sep2663.InputRequest{
+			"mrtr-1": {Method: "elicitation/create", Params: json.RawMessage(`{"mode":"url","url":"https://example.com/login","message":"Sign in","elicitationId":"e"}`)},
+		})
+		je, ok := err.(*jsonrpc.Error)
+		if !ok || je.Code != sep2663.ErrMissingCapability.Code || !strings.Contains(je.Message, "client capability elicitation.url") ||
+			!gjson.GetBytes(je.Data, "requiredCapabilities.elicitation.url").IsObject() {
+			t.Errorf("undeclared URL elicitation with %s: %#v", caps, err)
+		}
+	}
+	if err := undeclaredInput(json.RawMessage(`{"elicitation":{"url":{}}}`), map[string]sep2663.InputRequest{
+		"mrtr-1": {Method: "elicitation/create", Params: json.RawMessage(`{"mode":"url","url":"https://example.com/login","message":"Sign in","elicitationId":"e"}`)},
+	}); err != nil {
+		t.Fatalf("declared URL elicitation refused: %v", err)
+	}
 }

@@ -30,6 +30,8 @@ import (
 //	Origin             the upstream (redacted URL): another upstream's records are foreign
 //	UpstreamTaskID     the legacy task id; "" while the creating tools/call is in flight
 //	UpstreamSessionID  the Mcp-Session-Id the legacy task lives in
+//	ClientCaps         the input capabilities the creating request declared, which that
+//	                   session was initialized with (mapping.InputCaps)
 //	Status             the upstream's last status (legacy vocabulary); failed when lost
 //	Result / Error     the held tasks/result's answer (the payload), once it came
 //	Outcome            pending until the payload (or a cancel, or a loss: unknown)
@@ -62,12 +64,13 @@ func argsHash(params json.RawMessage) string {
 }
 
 // newIntent writes the intent record of a task-augmented call, before the call leaves.
-func (r *Reverse) newIntent(ctx context.Context, owner, tool string, params json.RawMessage) (*record.Task, error) {
+// caps is the capability set the request declared (record.Task.ClientCaps).
+func (r *Reverse) newIntent(ctx context.Context, owner, tool string, params json.RawMessage, caps mapping.InputCaps) (*record.Task, error) {
 	now := r.cfg.Now().UTC()
 	rec := &record.Task{
 		ID: ids.NewTaskID(), Owner: owner, Origin: r.up.URL(), Mode: record.ModeReverse, Tool: tool,
 		ArgsHash: argsHash(params), Status: record.StatusWorking, Outcome: record.OutcomePending,
-		CreatedAt: now, LastUpdatedAt: now, PollIntervalMs: r.cfg.PollFloorMs,
+		CreatedAt: now, LastUpdatedAt: now, PollIntervalMs: r.cfg.PollFloorMs, ClientCaps: caps.String(),
 	}
 	rec.TraceParent = trace.Created(ctx, rec.ID) // later requests link to this span
 	if err := r.st.CreateTask(ctx, rec); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -148,6 +149,7 @@ func New(cfg Config) (*Reverse, error) {
 		r.gate = gate.New(gate.Config{Now: cfg.Now})
 	}
 	r.pool.OnOpen(r.onSessionOpen) // each upstream session's GET stream (getstream.go)
+	r.pool.DeclareFor(func(key string) json.RawMessage { _, caps := splitKey(key); return caps.Legacy() })
 	r.modern = sep2663.NewServer(sep2663.ServerOptions{Handler: r, MaxBodyBytes: cfg.MaxBodyBytes})
 	return r, nil
 }
@@ -227,15 +229,39 @@ func (r *Reverse) sessionsInUse(ctx context.Context) (map[string]bool, error) {
 	return in, nil
 }
 
-// anonymousPool is the pool key of anonymous callers (and of the bridge's own requests).
-var anonymousPool = sessions.AnonymousModern
+// anonymousPool is the pool key of the bridge's own requests (initialize result, tool
+// modes, ping): an anonymous caller that declares no input capability, which is what that
+// session tells the upstream (nobody is there to answer its requests).
+var anonymousPool = sessionKey(sessions.AnonymousModern, mapping.InputCaps{})
 
-// owner is the owner of a modern request's tasks, and the key of its pooled upstream
-// session (sessions.ModernOwner).
+// owner is the owner of a modern request's tasks (sessions.ModernOwner).
 func (r *Reverse) owner(req *sep2663.Request) string { return sessions.ModernOwner(req.Principal) }
 
-// poolKey is the key of the pooled upstream session a modern request runs in (its owner).
-func (r *Reverse) poolKey(req *sep2663.Request) string { return r.owner(req) }
+// poolKey is the key of the pooled upstream session a modern request runs in: its owner
+// and the input capabilities its _meta declares (issue 16 item 6). The upstream session is
+// initialized with exactly that set, so a 2025-11-25 upstream learns what this caller can
+// answer, and callers that declare different sets never share a session. The number of
+// sessions per owner is bounded by the number of distinct sets (mapping.InputCaps: at most
+// 40), and sessions come and go as before (re-initialized when gone, closed with the route).
+func (r *Reverse) poolKey(req *sep2663.Request) string {
+	return sessionKey(r.owner(req), mapping.InputCapsOf(req.CapabilitiesRaw))
+}
+
+// sessionKey joins an owner and a capability set into a pool key; splitKey undoes it. The
+// empty set's key is the owner alone: the session the owner's listens subscribe in
+// (listen.go keys its pool calls by owner) is its capability-less callers' session.
+func sessionKey(owner string, caps mapping.InputCaps) string {
+	if caps == (mapping.InputCaps{}) {
+		return owner
+	}
+	return owner + "\x00" + caps.String()
+}
+
+// splitKey returns the owner and capability set of a pool key.
+func splitKey(key string) (owner string, caps mapping.InputCaps) {
+	owner, set, _ := strings.Cut(key, "\x00")
+	return owner, mapping.InputCapsOf([]byte(set))
+}
 
 // upstream returns the cached upstream info, refreshing it after InfoTTL.
 func (r *Reverse) upstream(ctx context.Context) (*upstreamInfo, error) {
@@ -404,7 +430,7 @@ func (r *Reverse) forwardModern(ctx context.Context, req *sep2663.Request) (json
 	defer release()
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.CreateTimeout)
 	defer cancel()
-	res, _, err := r.pool.Call(ctx, r.owner(req), req.Method, params, legacy.CallOptions{OnNotify: r.logNotify(req.Stream())})
+	res, _, err := r.pool.Call(ctx, r.poolKey(req), req.Method, params, legacy.CallOptions{OnNotify: r.logNotify(req.Stream())})
 	if err != nil {
 		return nil, errmap.FromLegacy(err)
 	}

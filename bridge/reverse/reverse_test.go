@@ -20,6 +20,7 @@ import (
 	"github.com/taskbridge/taskbridge/internal/testenv"
 	"github.com/taskbridge/taskbridge/legacy"
 	"github.com/taskbridge/taskbridge/sep2663"
+	"github.com/taskbridge/taskbridge/store"
 	"github.com/taskbridge/taskbridge/store/sqlite"
 )
 
@@ -37,6 +38,13 @@ func newReverse(t *testing.T, opts ...func(*bridge.ReverseConfig)) (*bridge.Reve
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	return newReverseOn(t, up, st, opts...)
+}
+
+// newReverseOn is newReverse in front of the upstream up, over the store st (a restart:
+// a second bridge on the first one's store).
+func newReverseOn(t *testing.T, up string, st store.Store, opts ...func(*bridge.ReverseConfig)) (*bridge.Reverse, string) {
+	t.Helper()
 	rc := bridge.ReverseConfig{Upstream: legacy.NewClient(legacy.ClientOptions{URL: up}), Store: st, Logger: zerolog.Nop(), PollFloorMs: 100}
 	for _, o := range opts {
 		o(&rc)
@@ -123,7 +131,7 @@ func TestReverseBothErasOneEndpoint(t *testing.T) {
 	go func() { // modern
 		defer wg.Done()
 		mc := sep2663.NewClient(sep2663.ClientOptions{URL: url})
-		out, err := mc.CallTool(ctx, json.RawMessage(`{"name":"confirm_delete","arguments":{"filename":"new.txt"}}`), sep2663.RequestMeta{}, nil)
+		out, err := mc.CallTool(ctx, json.RawMessage(`{"name":"confirm_delete","arguments":{"filename":"new.txt"}}`), sep2663.RequestMeta{ClientCapabilities: json.RawMessage(`{"elicitation":{}}`)}, nil)
 		if err != nil || out.Kind != sep2663.KindTask {
 			t.Errorf("modern tools/call: %v %+v", err, out)
 			return

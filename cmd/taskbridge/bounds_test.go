@@ -28,9 +28,15 @@ func serveInProcess(t *testing.T, extra ...string) (mcpBase, adminBase string) {
 	fx := fixture.New(fixture.Options{Scale: 0.1})
 	up := httptest.NewServer(fx)
 	t.Cleanup(func() { up.Close(); fx.Close() })
+	return serveInProcessAt(t, up.URL+"/mcp", "sqlite:"+filepath.Join(t.TempDir(), "tb.db"), extra...)
+}
+
+// serveInProcessAt is serveInProcess in front of the upstream URL, on the store storeArg.
+func serveInProcessAt(t *testing.T, upstream, storeArg string, extra ...string) (mcpBase, adminBase string) {
+	t.Helper()
 	t.Setenv("TASKBRIDGE_CONFIG", "")
-	args := append([]string{"--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--upstream", up.URL + "/mcp",
-		"--store", "sqlite:" + filepath.Join(t.TempDir(), "tb.db"), "--drain-quiet", "10ms", "--log-level", "error"}, extra...)
+	args := append([]string{"--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--upstream", upstream,
+		"--store", storeArg, "--drain-quiet", "10ms", "--log-level", "error"}, extra...)
 	ctx, cancel := context.WithCancel(context.Background())
 	stderr, banner := testenv.WatchServeLog(io.Discard)
 	done := make(chan error, 1)

@@ -120,7 +120,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	eng, err := o.Start(ctx, r.authn)
 	if err != nil {
-		return nil, fmt.Errorf("verify: the bridge did not start: %w", err)
+		return nil, fmt.Errorf("the bridge did not start: %w", err)
 	}
 	r.eng.Store(&engineBox{eng})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -134,7 +134,7 @@ func newStore(pool *pgxpool.Pool) *Store {
 // setColumns sets the SELECT lists for a schema at version v.
 func (s *Store) setColumns(v int) {
 	empty := func(col string) string {
-		if col == "upstream_session_id" || col == "trace_parent" || col == "upstream_session" {
+		if col == "upstream_session_id" || col == "trace_parent" || col == "upstream_session" || col == "client_caps" {
 			return "''::text"
 		}
 		return "NULL::json"

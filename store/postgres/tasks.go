@@ -58,7 +58,7 @@ func (s *Store) execOne(ctx context.Context, what, query string, args ...any) er
 // CreateTask inserts t and sets t.Version to 1.
 func (s *Store) CreateTask(ctx context.Context, t *record.Task) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO tasks (`+sqlrec.TaskColumns+`) VALUES
-		($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, 1)`, sqlrec.TaskInsertArgs(t)...)
+		($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, 1)`, sqlrec.TaskInsertArgs(t)...)
 	if err != nil {
 		return fmt.Errorf("postgres: create task %s: %w", t.ID, mapErr(err))
 	}

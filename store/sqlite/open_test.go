@@ -94,7 +94,7 @@ func TestReadWriteExistingMigratesForward(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Back to version 1, as a store written before the heartbeat existed.
-	if _, err := db.Exec(`DROP TABLE heartbeat; ALTER TABLE tasks DROP COLUMN upstream_session_id; ALTER TABLE tasks DROP COLUMN trace_parent;
+	if _, err := db.Exec(`DROP TABLE heartbeat; ALTER TABLE tasks DROP COLUMN upstream_session_id; ALTER TABLE tasks DROP COLUMN trace_parent; ALTER TABLE tasks DROP COLUMN client_caps;
 		ALTER TABLE inputs DROP COLUMN upstream_request_id; ALTER TABLE sessions DROP COLUMN upstream_session;
 		DELETE FROM schema_version WHERE version >= 2`); err != nil {
 		t.Fatal(err)
@@ -127,7 +127,7 @@ func TestReadOnlyAcceptsOlderSchema(t *testing.T) {
 	}
 	rw.Close()
 	db, _ := sql.Open("sqlite", path)
-	if _, err := db.Exec(`DROP TABLE heartbeat; ALTER TABLE tasks DROP COLUMN upstream_session_id; ALTER TABLE tasks DROP COLUMN trace_parent;
+	if _, err := db.Exec(`DROP TABLE heartbeat; ALTER TABLE tasks DROP COLUMN upstream_session_id; ALTER TABLE tasks DROP COLUMN trace_parent; ALTER TABLE tasks DROP COLUMN client_caps;
 		ALTER TABLE inputs DROP COLUMN upstream_request_id; ALTER TABLE sessions DROP COLUMN upstream_session;
 		DELETE FROM schema_version WHERE version >= 2`); err != nil {
 		t.Fatal(err)

@@ -93,6 +93,9 @@ ALTER TABLE tasks ADD COLUMN trace_parent TEXT NOT NULL DEFAULT '';
 	// 6: the legacy pass-through's records: the upstream session a client session is
 	// forwarded over, adopted after a restart (record.Session.UpstreamSessionID).
 	`ALTER TABLE sessions ADD COLUMN upstream_session TEXT NOT NULL DEFAULT '';`,
+	// 7: the reverse route's records: the capability set the creating request declared
+	// (record.Task.ClientCaps), kept for the upstream session adopted after a restart.
+	`ALTER TABLE tasks ADD COLUMN client_caps TEXT NOT NULL DEFAULT '';`,
 }
 
 // schemaVersion returns the schema version of db, 0 when it has no schema_version table.

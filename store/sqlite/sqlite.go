@@ -141,7 +141,7 @@ func OpenMode(ctx context.Context, path string, mode Mode) (*Store, error) {
 // newStore is a Store over the two pools of a file at schema version v.
 func newStore(w, r *sql.DB, v int) *Store {
 	empty := func(col string) string {
-		if col == "upstream_session_id" || col == "trace_parent" || col == "upstream_session" {
+		if col == "upstream_session_id" || col == "trace_parent" || col == "upstream_session" || col == "client_caps" {
 			return "''"
 		}
 		return "NULL"

@@ -57,7 +57,7 @@ func (s *Store) execOne(ctx context.Context, what, query string, args ...any) er
 // CreateTask inserts t and sets t.Version to 1.
 func (s *Store) CreateTask(ctx context.Context, t *record.Task) error {
 	_, err := s.w.ExecContext(ctx, `INSERT INTO tasks (`+sqlrec.TaskColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`, sqlrec.TaskInsertArgs(t)...)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`, sqlrec.TaskInsertArgs(t)...)
 	if err != nil {
 		return fmt.Errorf("sqlite: create task %s: %w", t.ID, mapErr(err))
 	}

@@ -8,7 +8,7 @@
 //   - UpstreamSessionID is mutable (the reverse route learns it with the upstream's task
 //     id); Input.UpstreamRequestID is written by PutInputs like the other input fields.
 //   - UpdateTask ignores the identity fields (ID, Owner, SessionID, RequestID,
-//     IdempotencyKey, Origin, Tool, ArgsHash, CreatedAt, ProgressToken, TraceParent): a task never
+//     IdempotencyKey, Origin, Tool, ArgsHash, CreatedAt, ProgressToken, TraceParent, ClientCaps): a task never
 //     changes hands. It returns ErrNotFound for an unknown id.
 //   - ListTasks with limit <= 0 returns every remaining task; ties on CreatedAt are
 //     ordered by ID in byte order, descending.
@@ -145,6 +145,7 @@ func newTask(id, owner string) *record.Task {
 		OutcomeDetail:  "detail",
 		ProgressToken:  json.RawMessage(`"tok-1"`),
 		TraceParent:    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		ClientCaps:     `{"elicitation":{"form":{}},"roots":{}}`,
 
 		UpstreamSessionID: "upsess-" + id,
 	}

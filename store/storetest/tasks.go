@@ -256,6 +256,7 @@ func testUpdateTaskKeepsIdentity(t *testing.T, s store.Store) {
 	x.Origin, x.Tool, x.ArgsHash, x.CreatedAt = "https://evil.example", "other", "00", base.Add(time.Hour)
 	x.ProgressToken = json.RawMessage(`"other"`)
 	x.TraceParent = "00-11111111111111111111111111111111-2222222222222222-01"
+	x.ClientCaps = `{"sampling":{}}`
 	mutate(&x, 5)
 	must(t, s.UpdateTask(ctx, &x), "UpdateTask")
 	want := *orig

@@ -94,7 +94,7 @@ func RawOf(b []byte) json.RawMessage {
 
 // addedIn names the columns later migrations added, with the schema version that added
 // them.
-var addedIn = map[string]int{"upstream_session_id": 4, "upstream_request_id": 4, "trace_parent": 5, "upstream_session": 6}
+var addedIn = map[string]int{"upstream_session_id": 4, "upstream_request_id": 4, "trace_parent": 5, "upstream_session": 6, "client_caps": 7}
 
 // SelectList is cols (TaskColumns, InputColumns or SessionColumns) as the SELECT list of a store whose
 // schema is at version v: a column added after v reads as empty (empty(col) is the
@@ -117,14 +117,14 @@ func SelectList(cols string, v int, empty func(col string) string) string {
 const TaskColumns = `id, owner, session_id, request_id, idempotency_key, origin, upstream_task_id,
 	mode, tool, args_hash, status, status_message, created_at, last_updated_at, ttl_ms,
 	poll_interval_ms, upstream_poll_ms, result, rpc_error, outcome, outcome_detail,
-	progress_token, upstream_session_id, trace_parent, version`
+	progress_token, upstream_session_id, trace_parent, client_caps, version`
 
 // TaskInsertArgs are the values of every column but version (the INSERT writes 1).
 func TaskInsertArgs(t *record.Task) []any {
 	return []any{t.ID, t.Owner, t.SessionID, t.RequestID, t.IdempotencyKey, t.Origin, t.UpstreamTaskID,
 		t.Mode, t.Tool, t.ArgsHash, t.Status, t.StatusMessage, Ms(t.CreatedAt),
 		Ms(t.LastUpdatedAt), NullInt(t.TTLMs), t.PollIntervalMs, t.UpstreamPollMs,
-		Raw(t.Result), Raw(t.Error), t.Outcome, t.OutcomeDetail, Raw(t.ProgressToken), t.UpstreamSessionID, t.TraceParent}
+		Raw(t.Result), Raw(t.Error), t.Outcome, t.OutcomeDetail, Raw(t.ProgressToken), t.UpstreamSessionID, t.TraceParent, t.ClientCaps}
 }
 
 // TaskUpdateArgs are the values of the compare-and-swap UPDATE: upstream_task_id, mode,
@@ -148,7 +148,7 @@ func ScanTask(row Row) (*record.Task, error) {
 	err := row.Scan(&t.ID, &t.Owner, &t.SessionID, &t.RequestID, &t.IdempotencyKey, &t.Origin,
 		&t.UpstreamTaskID, &t.Mode, &t.Tool, &t.ArgsHash, &t.Status, &t.StatusMessage,
 		&created, &updated, &ttl, &t.PollIntervalMs, &t.UpstreamPollMs, &result, &rpcErr,
-		&t.Outcome, &t.OutcomeDetail, &tok, &t.UpstreamSessionID, &t.TraceParent, &t.Version)
+		&t.Outcome, &t.OutcomeDetail, &tok, &t.UpstreamSessionID, &t.TraceParent, &t.ClientCaps, &t.Version)
 	if err != nil {
 		return nil, err
 	}
