@@ -507,28 +507,37 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 // slowly; it never blocks. true means queued: a client that disconnects at that moment
 // still loses the message, as with any SSE write.
 func (s *Server) Push(sessionID string, msg *jsonrpc.Message) bool {
+	_, ok := s.PushOn(sessionID, msg)
+	return ok
+}
+
+// PushOn is Push that also names the GET stream that took msg (NewestGetStream's number;
+// 0 for a stdio/WebSocket connection), so a caller that pushes again when the client opens
+// another stream compares with the stream that really carried msg, not with whichever was
+// newest a moment later.
+func (s *Server) PushOn(sessionID string, msg *jsonrpc.Message) (uint64, bool) {
 	if msg.IsResponse() {
-		return false
+		return 0, false
 	}
 	if queued, ok := s.pushConn(sessionID, msg); ok {
-		return queued // a stdio/WebSocket session: its connection is its push channel
+		return 0, queued // a stdio/WebSocket session: its connection is its push channel
 	}
 	s.mu.Lock()
 	list := slices.Clone(s.streams[sessionID])
 	s.mu.Unlock()
 	if len(list) == 0 {
-		return false
+		return 0, false
 	}
 	b, err := encodeMessage(msg)
 	if err != nil {
-		return false
+		return 0, false
 	}
 	for i := len(list) - 1; i >= 0; i-- {
 		if list[i].push(b) {
-			return true
+			return list[i].seq, true
 		}
 	}
-	return false
+	return 0, false
 }
 
 // HasGetStream reports whether this process holds an open GET stream for the session, or

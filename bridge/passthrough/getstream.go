@@ -95,16 +95,24 @@ func (p *Legacy) relayToGetStream(sessID string) legacy.RequestHandler {
 // pushWhenOpen pushes msg on the client's GET stream, waiting (at most clientStreamWait)
 // for the client to open it.
 func (p *Legacy) pushWhenOpen(ctx context.Context, sessID string, msg *jsonrpc.Message) bool {
+	_, ok := p.pushOnceOpen(ctx, sessID, msg)
+	return ok
+}
+
+// pushOnceOpen is pushWhenOpen naming the GET stream that took msg (legacy.Server.PushOn).
+func (p *Legacy) pushOnceOpen(ctx context.Context, sessID string, msg *jsonrpc.Message) (uint64, bool) {
 	deadline := time.Now().Add(clientStreamWait)
-	for !p.face.Push(sessID, msg) {
+	for {
+		if seq, ok := p.face.PushOn(sessID, msg); ok {
+			return seq, true
+		}
 		if time.Now().After(deadline) {
-			return false
+			return 0, false
 		}
 		select {
 		case <-ctx.Done():
-			return false
+			return 0, false
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return true
 }

@@ -315,10 +315,7 @@ const getQuestionCheck = 200 * time.Millisecond
 // handles each request on its own goroutine).
 func (p *Legacy) pushQuestion(sessID string, s *legacy.UpstreamSession) questionSender {
 	return func(ctx context.Context, holder, key string, msg *jsonrpc.Message) {
-		var carried uint64 // the GET stream that carried msg last
-		if p.pushWhenOpen(p.ctx, sessID, msg) {
-			carried = p.face.NewestGetStream(sessID)
-		}
+		carried, _ := p.pushOnceOpen(p.ctx, sessID, msg) // the GET stream that carried msg last
 		deadline := time.Now().Add(p.cfg.InputTimeout)
 		tick := time.NewTicker(getQuestionCheck)
 		defer tick.Stop()
@@ -331,8 +328,10 @@ func (p *Legacy) pushQuestion(sessID string, s *legacy.UpstreamSession) question
 			if s.Gone() || p.answered(holder, key) {
 				return // the session ended (Close waits for this handler), or the answer came
 			}
-			if g := p.face.NewestGetStream(sessID); g != 0 && g != carried && p.face.Push(sessID, msg) {
-				carried = g
+			if g := p.face.NewestGetStream(sessID); g != 0 && g != carried {
+				if seq, ok := p.face.PushOn(sessID, msg); ok {
+					carried = seq
+				}
 			}
 		}
 	}
