@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 )
@@ -27,7 +28,14 @@ func (c *Client) Adopt(id, version string) *UpstreamSession {
 	if c.tr != nil {
 		return c.tr.adopt(c, version) // a stdio child has one session (transport.go)
 	}
-	return &UpstreamSession{c: c, id: id, version: version}
+	s := &UpstreamSession{c: c, id: id, version: version}
+	// Another process used this session before (a bridge that died, another replica) and
+	// its requests may still be in flight upstream: a server that routes a response by its
+	// JSON-RPC id within the session (the TS SDK does) would hand one of them the answer
+	// to ours if our ids started at 1 again. Starting at a random point of 2^52 keeps them
+	// apart (and within the integers a JSON number carries exactly).
+	s.nextID.Store(rand.Int64N(1 << 52))
+	return s
 }
 
 // Respond POSTs the answer to the server request id (its raw JSON-RPC id) in this session:

@@ -68,3 +68,40 @@ func TestAdoptedSessionRespondsToAnotherStreamsRequest(t *testing.T) {
 		t.Errorf("call on an adopted, dropped session: %v (gone %v), want ErrSessionGone", err, adopted.Gone())
 	}
 }
+
+// TestAdoptedSessionIDsDoNotRepeatTheDeadProcesss: a session's first handle numbers its
+// requests 1, 2, …; a handle adopted later (a restarted bridge, another replica) must not
+// reuse those ids, since the first process's requests may still be in flight upstream and a
+// server that routes a response by its id within the session (the TS SDK does) would give
+// one of them the answer meant for the new request.
+func TestAdoptedSessionIDsDoNotRepeatTheDeadProcesss(t *testing.T) {
+	_, c := newFake(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := c.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := s.Call(ctx, "echo", json.RawMessage(`{}`), CallOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := c.Adopt(s.ID(), s.ProtocolVersion()), c.Adopt(s.ID(), s.ProtocolVersion())
+	for _, h := range []*UpstreamSession{a, b} {
+		if _, err := h.Call(ctx, "echo", json.RawMessage(`{}`), CallOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := s.nextID.Load(); n != 4 {
+		t.Fatalf("the first handle's last request id %d, want 4 (initialize + 3 calls)", n)
+	}
+	if a.nextID.Load() == b.nextID.Load() {
+		t.Errorf("two adopted handles numbered alike (%d)", a.nextID.Load())
+	}
+	for _, h := range []*UpstreamSession{a, b} {
+		if n := h.nextID.Load(); n <= 4 {
+			t.Errorf("adopted handle's request id %d: it repeats the first handle's 1…4", n)
+		}
+	}
+}
