@@ -100,6 +100,7 @@ type Router struct {
 
 	kick         chan string // a reason to probe now (buffer 1)
 	lastMismatch atomic.Int64
+	probeErr     atomic.Pointer[error] // the last probe's failure; nil after a success
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -125,6 +126,15 @@ func (r *Router) Start() {
 		defer r.wg.Done()
 		r.loop()
 	}()
+}
+
+// LastProbeError is why the last probe of the upstream failed (an invalid reply, a refused
+// connection, no face), or nil when it succeeded or none ended yet.
+func (r *Router) LastProbeError() error {
+	if p := r.probeErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Ready is closed once the first probe succeeded and the door has routes.
@@ -223,6 +233,7 @@ func (r *Router) probeOnce(reason string) (time.Duration, error) {
 	defer cancel()
 	shape, err := Probe(ctx, ProbeClients{Modern: r.cfg.Forward.Upstream, Legacy: r.cfg.Reverse.Upstream})
 	if err != nil {
+		r.probeErr.Store(&err)
 		outcome := "unreachable"
 		if errors.Is(err, fallback.ErrNoFace) {
 			outcome = "no_face"
@@ -231,6 +242,7 @@ func (r *Router) probeOnce(reason string) (time.Duration, error) {
 		return 0, err
 	}
 	r.cfg.Metrics.Probe("ok")
+	r.probeErr.Store(nil)
 	if err := r.apply(ctx, shape, reason); err != nil {
 		return 0, err
 	}

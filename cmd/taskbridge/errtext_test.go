@@ -287,12 +287,14 @@ func checkInvalid(t *testing.T, e *errTexts) {
 	if !saw {
 		t.Errorf("no wire message says \"invalid upstream reply\": %q", e.wire)
 	}
-	// (verify, which builds its bridge through the era router, still says "did not answer
-	// within" when the router's probes keep failing, whatever the failure: the router keeps
-	// no last probe error to name.)
+	// verify builds its bridge through the era router: when its probes keep failing it
+	// names the router's last probe error, not a silence
 	for _, s := range e.text {
 		if strings.Contains(s, "not reachable") {
 			t.Errorf("CLI tells an invalid reply as unreachable: %q", s)
+		}
+		if strings.Contains(s, "did not answer within") {
+			t.Errorf("CLI tells an invalid reply as a silence: %q", s)
 		}
 	}
 }

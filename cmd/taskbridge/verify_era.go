@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/taskbridge/taskbridge/bridge"
+	"github.com/taskbridge/taskbridge/internal/redact"
 )
 
 // "taskbridge verify" builds its in-process bridge as serve does: the era router
@@ -25,6 +26,9 @@ func waitRouted(ctx context.Context, rt *bridge.Router, limit time.Duration, des
 	case <-rt.Ready():
 		return nil
 	case <-t.C:
+		if err := rt.LastProbeError(); err != nil { // what kept failing: invalid reply, refused, …
+			return fmt.Errorf("the upstream %s is not usable after %s of probing: %s", describe, limit, redact.Error(err))
+		}
 		return fmt.Errorf("the upstream %s did not answer within %s", describe, limit)
 	case <-ctx.Done():
 		return ctx.Err()
