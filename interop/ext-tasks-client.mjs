@@ -4,7 +4,11 @@
 // task against URL and prints exactly one JSON line on stdout (see README.md).
 //
 //   node ext-tasks-client.mjs --url URL [--tool T] [--args JSON] [--answer JSON]
-//                             [--cancel] [--timeout MS]
+//                             [--cancel] [--timeout MS] [--caps JSON]
+//
+// --caps replaces the client capabilities it declares (default {"elicitation":{"form":{}}}):
+// a server must not ask for input the client did not declare, so a tool that asks for
+// sampling or roots needs them declared.
 //
 // Exit 0 whenever the flow ran (even with "ok":false); exit 1 on a crash, with
 // {"ok":false,"crash":"…"}.
@@ -25,6 +29,7 @@ const args = JSON.parse(arg("--args", JSON.stringify({ topic: "python", ambiguou
 const answer = JSON.parse(arg("--answer", JSON.stringify({ interpretation: "programming" })));
 const timeoutMs = Number(arg("--timeout", "60000"));
 const doCancel = has("--cancel");
+const caps = JSON.parse(arg("--caps", JSON.stringify({ elicitation: { form: {} } })));
 // The answer to sampling/createMessage (mcp-go's ask_client asks for one).
 const SAMPLING_ANSWER = "pong from ext-tasks-client";
 
@@ -53,7 +58,7 @@ function emit(code) {
 const client = new Client(
   { name: "taskbridge-ext-tasks-client", version: "0.1.0" },
   {
-    capabilities: { elicitation: { form: {} } },
+    capabilities: caps,
     versionNegotiation: { mode: { pin: PROTOCOL } },
   },
 );
@@ -110,7 +115,7 @@ try {
     v2RequestFraming: {
       protocolVersion: PROTOCOL,
       clientInfo: { name: "taskbridge-ext-tasks-client", version: "0.1.0" },
-      clientCapabilities: { elicitation: { form: {} } },
+      clientCapabilities: caps,
     },
     onInputRequest: async (request, context) => {
       out.inputRequests.push({

@@ -70,7 +70,8 @@ func TestMcpgoAskClientBehindBridge(t *testing.T) {
 			bridge := serveBinary(t, up)
 			t.Run("modern-client", func(t *testing.T) {
 				start := time.Now()
-				out := runExtTasks(t, bridge, "--tool", "ask_client", "--args", `{"timeout":20}`, "--answer", `{"confirm":true}`)
+				out := runExtTasks(t, bridge, "--tool", "ask_client", "--args", `{"timeout":20}`, "--answer", `{"confirm":true}`,
+					"--caps", `{"elicitation":{"form":{}},"sampling":{},"roots":{}}`) // ask_client asks for all three
 				t.Logf("ask_client through the reverse route took %s", time.Since(start).Round(time.Millisecond))
 				if got := out.Get("outcome.status").Str; got != "completed" {
 					t.Fatalf("outcome %q, want completed: %s", got, out.Raw)
