@@ -33,9 +33,12 @@ func TestReverseRouteAcrossReplicas(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
+	// The calls declare elicitation: the upstream session of that caller is initialized with
+	// it, and confirm_delete's question may be relayed (issue 16 item 6).
+	meta := sep2663.RequestMeta{ClientCapabilities: json.RawMessage(`{"elicitation":{"form":{}}}`)}
 	create := func(t *testing.T, tool, args string) string {
 		t.Helper()
-		out, err := c.CallTool(ctx, json.RawMessage(`{"name":"`+tool+`","arguments":`+args+`}`), sep2663.RequestMeta{}, nil)
+		out, err := c.CallTool(ctx, json.RawMessage(`{"name":"`+tool+`","arguments":`+args+`}`), meta, nil)
 		if err != nil {
 			t.Fatalf("tools/call %s: %v", tool, err)
 		}
@@ -54,6 +57,9 @@ func TestReverseRouteAcrossReplicas(t *testing.T) {
 			}
 			if dt.Status == want {
 				return dt
+			}
+			if dt.Status.IsTerminal() {
+				t.Fatalf("task %s ended %s (%s), want %s", id, dt.Status, dt.StatusMessage, want)
 			}
 			if ctx.Err() != nil {
 				t.Fatalf("task %s: status %s, want %s", id, dt.Status, want)
