@@ -3,17 +3,13 @@ package passthrough_test
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/tidwall/gjson"
 
-	"github.com/taskbridge/taskbridge/bridge"
 	"github.com/taskbridge/taskbridge/bridge/internal/sessions"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/legacyclient"
@@ -234,36 +230,12 @@ func startGetAsk(t *testing.T, ctx context.Context) (*getAskUpstream, *sqlite.St
 	t.Cleanup(func() { upSt.Close() })
 	u := &getAskUpstream{done: make(chan struct{})}
 	u.face = legacy.NewServer(legacy.Options{Store: sessions.New(upSt), Handler: u})
-	upSrv := httptest.NewServer(u.face)
-	t.Cleanup(upSrv.Close)
-
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "b.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	r, err := bridge.NewReverse(bridge.ReverseConfig{Upstream: legacy.NewClient(legacy.ClientOptions{URL: upSrv.URL}), Store: st, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	door, err := bridge.NewDoor(bridge.DoorConfig{Logger: zerolog.Nop()}, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", door)
-	hs := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		hs.CloseClientConnections()
-		hs.Close()
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		r.Close(cctx)
-		u.face.Close(cctx)
-	})
+	url := serveInFront(t, ctx, u.face, st)
 
-	return u, st, hs.URL + "/mcp"
+	return u, st, url
 }

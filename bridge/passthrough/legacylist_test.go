@@ -4,17 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/tidwall/gjson"
 
-	"github.com/taskbridge/taskbridge/bridge"
 	"github.com/taskbridge/taskbridge/bridge/internal/sessions"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/legacyclient"
@@ -99,38 +95,14 @@ func TestPassThroughSynthesizesTasksList(t *testing.T) {
 	t.Cleanup(func() { upSt.Close() })
 	u := &noListUpstream{tasks: map[string]map[string]*legacy.Task{}, gets: map[string]int{}}
 	upFace := legacy.NewServer(legacy.Options{Store: sessions.New(upSt), Handler: u})
-	upSrv := httptest.NewServer(upFace)
-	t.Cleanup(upSrv.Close)
-
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "b.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	r, err := bridge.NewReverse(bridge.ReverseConfig{Upstream: legacy.NewClient(legacy.ClientOptions{URL: upSrv.URL}), Store: st, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	door, err := bridge.NewDoor(bridge.DoorConfig{Logger: zerolog.Nop()}, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", door)
-	hs := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		hs.CloseClientConnections()
-		hs.Close()
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		r.Close(cctx)
-		upFace.Close(cctx)
-	})
+	url := serveInFront(t, ctx, upFace, st)
 
-	a, b := legacyclient.New(hs.URL+"/mcp"), legacyclient.New(hs.URL+"/mcp")
+	a, b := legacyclient.New(url), legacyclient.New(url)
 	init, err := a.Initialize(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -3,17 +3,13 @@ package passthrough_test
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/tidwall/gjson"
 
-	"github.com/taskbridge/taskbridge/bridge"
 	"github.com/taskbridge/taskbridge/bridge/internal/sessions"
 	"github.com/taskbridge/taskbridge/internal/jsonrpc"
 	"github.com/taskbridge/taskbridge/internal/legacyclient"
@@ -76,31 +72,7 @@ func startPassThrough(t *testing.T, h legacy.Handler) string {
 		return st
 	}
 	upFace := legacy.NewServer(legacy.Options{Store: sessions.New(open("up.db")), Handler: h})
-	upSrv := httptest.NewServer(upFace)
-	t.Cleanup(upSrv.Close)
-	r, err := bridge.NewReverse(bridge.ReverseConfig{Upstream: legacy.NewClient(legacy.ClientOptions{URL: upSrv.URL}), Store: open("b.db"), Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	door, err := bridge.NewDoor(bridge.DoorConfig{Logger: zerolog.Nop()}, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", door)
-	hs := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		hs.CloseClientConnections()
-		hs.Close()
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		r.Close(cctx)
-		upFace.Close(cctx)
-	})
-	return hs.URL + "/mcp"
+	return serveInFront(t, ctx, upFace, open("b.db"))
 }
 
 // TestPassThroughScreensRelatedTask (issue 19): the legacy pass-through forwards a
